@@ -1,0 +1,405 @@
+"""Planar slider-crank with revolute clearance joints (Flores, Ambrósio, Claro & Pimenta 2008).
+
+Bodies: crank (1, prescribed), connecting rod (2), slider (3) on the x axis; crank pivot at the
+origin, gravity along −y.  A clearance joint is a force element that cuts the loop, so each
+configuration is an open tree in relative coordinates (DESIGN.md, "Coordinates"):
+
+* ``"rod_slider"`` — journal on the rod end C, bearing in the slider.  q = (θ, φ₂, x₃): the rod
+  swings about the crank pin B (ideal), the slider moves on x; the mass matrix is diagonal:
+      (J₂ + m₂l²) φ̈₂ = −m₂ l u⊥·a_B − m₂ g l cos φ₂ + Σ (p_J − B) × F,     m₃ ẍ₃ = −F_x.
+* ``"crank_rod"`` — journal on the crank pin B, bearing in the rod big end A.  q = (θ, φ₂, x₃)
+  with the rod pinned to the slider at C = (x₃, 0); 2×2 mass matrix solved in closed form:
+      [m₂+m₃, m₂ l sin φ₂; m₂ l sin φ₂, J₂+m₂l²] [ẍ₃; φ̈₂] = [Q_x − m₂ l φ̇₂² cos φ₂; Q_φ].
+* ``"both"`` — both joints with clearance; the rod is a free body (x_G, y_G, φ₂), diagonal mass.
+
+Orientations are carried as (cos, sin) pairs advanced by rotation (no transcendentals in the
+step); the crank angle is a driven coordinate with prescribed θ̈ (constant speed ω after a
+linear ramp from rest over t_ramp), integrated exactly by the schemes for piecewise-constant θ̈.
+
+Benchmark values (Flores et al. 2008, Table 1): crank 0.05 m, rod 0.12 m; masses 0.30, 0.21,
+0.14 kg; inertias 1e-5, 2.5e-4, 1e-4 kg·m²; 5000 rpm; R_J = 10.0 mm, R_B = 10.5 mm; E = 207 GPa,
+ν = 0.3; e = 0.9; μ = 0.01 (modified Coulomb, v0 = 1e-4, v1 = 1e-3 m/s).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import integrate, joints, laws, metrics
+from .._math import cross2, perp
+
+CLEARANCE_JOINTS = ("rod_slider", "crank_rod", "both")
+
+# Channels that can be saved as time histories; J = clearance joints of the configuration.
+OUTPUT_CHANNELS = {
+    "crank_angle_rad": "crank angle θ (unwrapped is not kept: atan2 of the carried pair)",
+    "contact_force_N": "|F| total contact force of each clearance joint",
+    "normal_force_N": "Σ F_n over the joint's regions",
+    "penetration_m": "largest penetration δ over the joint's regions",
+    "journal_x_m": "journal centre x in the bearing frame",
+    "journal_y_m": "journal centre y in the bearing frame",
+    "n_regions": "number of contact regions",
+    "slider_position_m": "slider x",
+    "slider_velocity_m_per_s": "slider ẋ",
+    "slider_acceleration_m_per_s2": "slider ẍ",
+    "rod_angular_velocity_rad_per_s": "rod φ̇₂",
+}
+DEFAULT_OUTPUTS = ("crank_angle_rad", "contact_force_N", "journal_x_m", "journal_y_m",
+                   "slider_acceleration_m_per_s2")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Static configuration: one compiled function per distinct Config.
+
+    clearance_joint: one of CLEARANCE_JOINTS; joint: geometry/law choices (shared by both joints
+    when there are two); scheme: integrator; dt [s]; n_saves × save_every = steps;
+    outputs: saved channels; min_continuous_steps: contact episodes at least this long count
+    as continuous contact.
+    """
+
+    clearance_joint: str = "rod_slider"
+    joint: joints.JointConfig = field(default_factory=joints.JointConfig)
+    scheme: str = "leapfrog"
+    dt: float = 1e-6
+    n_saves: int = 100
+    save_every: int = 100
+    outputs: tuple = DEFAULT_OUTPUTS
+    min_continuous_steps: int = 500
+    checkpoint: bool = False
+
+    @property
+    def n_steps(self) -> int:
+        return self.n_saves * self.save_every
+
+    @property
+    def n_joints(self) -> int:
+        return 2 if self.clearance_joint == "both" else 1
+
+    def validate(self):
+        if self.clearance_joint not in CLEARANCE_JOINTS:
+            raise ValueError(f"model.clearance_joint = {self.clearance_joint!r}; allowed: {', '.join(CLEARANCE_JOINTS)}")
+        if self.scheme not in integrate.SCHEMES:
+            raise ValueError(f"integrator.scheme = {self.scheme!r}; allowed: {', '.join(integrate.SCHEMES)}")
+        bad = [o for o in self.outputs if o not in OUTPUT_CHANNELS]
+        if bad:
+            raise ValueError(f"outputs.histories contains {bad}; allowed: {', '.join(OUTPUT_CHANNELS)}")
+        if self.joint.normal_law not in laws.NORMAL_LAWS:
+            raise ValueError(f"laws.normal = {self.joint.normal_law!r}; allowed: {', '.join(laws.NORMAL_LAWS)}")
+        if self.joint.friction not in laws.FRICTION_MODELS:
+            raise ValueError(f"laws.friction = {self.joint.friction!r}; allowed: {', '.join(laws.FRICTION_MODELS)}")
+        return self
+
+
+class Params(NamedTuple):
+    """Numeric parameters (SI), batchable leaf by leaf.
+
+    Lengths [m], masses [kg], inertias about the centre of mass [kg·m²], crank_speed ω [rad/s],
+    ramp_time [s] (0: constant speed from t = 0), gravity g [m/s²] along −y,
+    steady_start [s] start of the steady window, joint: clearance-joint parameters (for
+    ``"both"`` a JointParams whose leaves have a leading axis of 2: [crank_rod, rod_slider]).
+    """
+
+    crank_length: jnp.ndarray
+    rod_length: jnp.ndarray
+    crank_mass: jnp.ndarray
+    rod_mass: jnp.ndarray
+    slider_mass: jnp.ndarray
+    crank_inertia: jnp.ndarray
+    rod_inertia: jnp.ndarray
+    slider_inertia: jnp.ndarray
+    crank_speed: jnp.ndarray
+    ramp_time: jnp.ndarray
+    gravity: jnp.ndarray
+    steady_start: jnp.ndarray
+    joint: joints.JointParams
+
+
+def benchmark_params(clearance=0.5e-3, crank_speed_rpm=5000.0, journal_radius=10.0e-3,
+                     restitution=0.9, friction_coefficient=0.01, points=None, ramp_time=0.0,
+                     steady_start=0.0, normal_law="lankarani_nikravesh", youngs_modulus=207e9,
+                     poisson_ratio=0.3, stiffness=None, n_joints=1):
+    """Params of the Flores et al. (2008) benchmark; every argument may be a traced array.
+
+    Stiffness (when not given) is the Lankarani–Nikravesh internal-cylinder value
+    K = 4/(3(σ_J+σ_B))·√(R_J R_B/(R_B−R_J)), σ = (1−ν²)/E  (≈ 6.95e10 N/m^1.5 at c = 0.5 mm).
+    """
+    f = lambda x: jnp.asarray(x, dtype=jnp.result_type(float))
+    rb = f(journal_radius) + f(clearance)
+    k = (laws.internal_cylinder_stiffness(f(journal_radius), rb, youngs_modulus, poisson_ratio,
+                                          youngs_modulus, poisson_ratio)
+         if stiffness is None else f(stiffness))
+    pts = jnp.zeros((1, 2)) if points is None else jnp.asarray(points)
+    jp = joints.JointParams(
+        journal_radius=f(journal_radius), clearance=f(clearance), points=pts, stiffness=k,
+        exponent=f(1.0 if normal_law == "linear" else 1.5), restitution=f(restitution),
+        damping=f(0.0), friction_coefficient=f(friction_coefficient), v0=f(1e-4), v1=f(1e-3))
+    if n_joints == 2:
+        jp = jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), jp)
+    return Params(crank_length=f(0.05), rod_length=f(0.12), crank_mass=f(0.30), rod_mass=f(0.21),
+                  slider_mass=f(0.14), crank_inertia=f(1e-5), rod_inertia=f(2.5e-4),
+                  slider_inertia=f(1e-4), crank_speed=f(crank_speed_rpm) * (2 * np.pi / 60),
+                  ramp_time=f(ramp_time), gravity=f(9.81), steady_start=f(steady_start), joint=jp)
+
+
+# ----------------------------------------------------------------------------- kinematics
+
+def crank_acceleration(p: Params, t):
+    """Prescribed θ̈ [rad/s²]: ω/t_ramp during a linear ramp from rest, 0 afterwards."""
+    ramp = p.ramp_time > 0
+    return jnp.where(ramp & (t < p.ramp_time), p.crank_speed / jnp.where(ramp, p.ramp_time, 1.0), 0.0)
+
+
+def _crank(p, q, v, t):
+    """Crank pin B: position, velocity, acceleration and θ̈ from the carried (cos θ, sin θ)."""
+    cs = q[0:2]
+    w = v[0]
+    alpha = crank_acceleration(p, t)
+    r = p.crank_length
+    b = r * cs
+    vb = r * w * perp(cs)
+    ab = r * (alpha * perp(cs) - w * w * cs)
+    return b, vb, ab, alpha
+
+
+def _drift(n_pairs):
+    def drift(q, v, h):
+        pairs = [integrate.rotate_pair(q[2 * k:2 * k + 2], v[k] * h) for k in range(n_pairs)]
+        lin = q[2 * n_pairs:] + h * v[n_pairs:]
+        return jnp.concatenate(pairs + [lin])
+    return drift
+
+
+def _gravity(p):
+    return jnp.stack([jnp.zeros_like(p.gravity), -p.gravity])
+
+
+def _joint_kin(r_j, v_j, w_j, r_b, v_b, rot_b, w_b):
+    return joints.JointKinematics(r_j, v_j, w_j, r_b, v_b, rot_b, w_b)
+
+
+def _accel_rod_slider(cfg, p, q, v, aux, t):
+    b, vb, ab, alpha = _crank(p, q, v, t)
+    u = q[2:4]
+    up = perp(u)
+    w2 = v[1]
+    x3, v3 = q[4], v[2]
+    L, l = p.rod_length, 0.5 * p.rod_length
+    c = b + L * u
+    vc = vb + L * w2 * up
+    zero2 = jnp.zeros(2, q.dtype)
+    kin = _joint_kin(c, vc, w2, jnp.stack([x3, 0.0 * x3]), jnp.stack([v3, 0.0 * v3]),
+                     jnp.array([1.0, 0.0], q.dtype), 0.0 * w2)
+    jf, mem, prev = joints.evaluate(cfg.joint, p.joint, kin, aux[0][0], aux[1][0])
+    jb = p.rod_inertia + p.rod_mass * l * l
+    tau = (-p.rod_mass * l * jnp.dot(up, ab) - p.rod_mass * p.gravity * l * u[0]
+           + joints.moment(jf.f_slots, jf.p_j, b))
+    a = jnp.stack([alpha, tau / jb, -jf.force[0] / p.slider_mass])
+    del zero2
+    return a, ((mem,), (prev,)), (jf,)
+
+
+def _accel_crank_rod(cfg, p, q, v, aux, t):
+    b, vb, ab, alpha = _crank(p, q, v, t)
+    u = q[2:4]
+    up = perp(u)
+    w2 = v[1]
+    x3, v3 = q[4], v[2]
+    L, l = p.rod_length, 0.5 * p.rod_length
+    cpt = jnp.stack([x3, 0.0 * x3])
+    a_end = cpt - L * u
+    va = jnp.stack([v3, 0.0 * v3]) - L * w2 * up
+    kin = _joint_kin(b, vb, v[0], a_end, va, u, w2)
+    jf, mem, prev = joints.evaluate(cfg.joint, p.joint, kin, aux[0][0], aux[1][0])
+    m2, m3 = p.rod_mass, p.slider_mass
+    qx = -jf.force[0]
+    qphi = joints.moment(-jf.f_slots, jf.p_b, cpt) + l * m2 * p.gravity * u[0]
+    m11, m12, m22 = m2 + m3, m2 * l * u[1], p.rod_inertia + m2 * l * l
+    r1 = qx - m2 * l * w2 * w2 * u[0]
+    det = m11 * m22 - m12 * m12
+    xdd = (m22 * r1 - m12 * qphi) / det
+    phidd = (m11 * qphi - m12 * r1) / det
+    a = jnp.stack([alpha, phidd, xdd])
+    return a, ((mem,), (prev,)), (jf,)
+
+
+def _accel_both(cfg, p, q, v, aux, t):
+    b, vb, ab, alpha = _crank(p, q, v, t)
+    u = q[2:4]
+    up = perp(u)
+    w2 = v[1]
+    g2, vg = q[4:6], v[2:4]
+    x3, v3 = q[6], v[4]
+    l = 0.5 * p.rod_length
+    jp1 = jax.tree_util.tree_map(lambda x: x[0], p.joint)
+    jp2 = jax.tree_util.tree_map(lambda x: x[1], p.joint)
+    a_end, va = g2 - l * u, vg - l * w2 * up
+    c_end, vc = g2 + l * u, vg + l * w2 * up
+    kin1 = _joint_kin(b, vb, v[0], a_end, va, u, w2)
+    jf1, mem1, prev1 = joints.evaluate(cfg.joint, jp1, kin1, aux[0][0], aux[1][0])
+    kin2 = _joint_kin(c_end, vc, w2, jnp.stack([x3, 0.0 * x3]), jnp.stack([v3, 0.0 * v3]),
+                      jnp.array([1.0, 0.0], q.dtype), 0.0 * w2)
+    jf2, mem2, prev2 = joints.evaluate(cfg.joint, jp2, kin2, aux[0][1], aux[1][1])
+    m2 = p.rod_mass
+    ag = (-jf1.force + jf2.force) / m2 + _gravity(p)
+    tau = joints.moment(-jf1.f_slots, jf1.p_b, g2) + joints.moment(jf2.f_slots, jf2.p_j, g2)
+    a = jnp.concatenate([jnp.stack([alpha, tau / p.rod_inertia]), ag,
+                         jnp.stack([-jf2.force[0] / p.slider_mass])])
+    return a, ((mem1, mem2), (prev1, prev2)), (jf1, jf2)
+
+
+_ACCEL = {"rod_slider": _accel_rod_slider, "crank_rod": _accel_crank_rod, "both": _accel_both}
+
+
+def initial_state(cfg: Config, p: Params):
+    """Top dead centre, journals centred, every body at the ideal mechanism's velocity.
+
+    θ = 0 (crank along +x), φ₂ = 0, x₃ = r + L; θ̇ = ω (0 with a ramp), φ̇₂ = −r θ̇/L, ẋ₃ = 0.
+    """
+    r, L = p.crank_length, p.rod_length
+    dt = jnp.result_type(r)
+    w = jnp.where(p.ramp_time > 0, 0.0, p.crank_speed)
+    w2 = -r * w / L
+    one, zero = jnp.ones((), dt), jnp.zeros((), dt)
+    if cfg.clearance_joint == "both":
+        q = jnp.stack([one, zero, one, zero, r + 0.5 * L, zero, r + L])
+        v = jnp.stack([w, w2, zero, 0.5 * r * w, zero])
+    else:
+        q = jnp.stack([one, zero, one, zero, r + L])
+        v = jnp.stack([w, w2, zero])
+    mems = tuple(joints.initial_memory(cfg.joint, dt) for _ in range(cfg.n_joints))
+    aux = (tuple(m[0] for m in mems), tuple(m[1] for m in mems))
+    return q, v, aux
+
+
+def _outputs(cfg, q, v, a, jfs, t):
+    ch = {}
+    if "crank_angle_rad" in cfg.outputs:
+        ch["crank_angle_rad"] = jnp.arctan2(q[1], q[0])
+    if "contact_force_N" in cfg.outputs:
+        ch["contact_force_N"] = jnp.stack([jnp.sqrt(jnp.sum(j.force ** 2)) for j in jfs])
+    if "normal_force_N" in cfg.outputs:
+        ch["normal_force_N"] = jnp.stack([jnp.sum(j.normal_force) for j in jfs])
+    if "penetration_m" in cfg.outputs:
+        ch["penetration_m"] = jnp.stack([jnp.max(j.depth) for j in jfs])
+    if "journal_x_m" in cfg.outputs:
+        ch["journal_x_m"] = jnp.stack([j.e_local[0] for j in jfs])
+    if "journal_y_m" in cfg.outputs:
+        ch["journal_y_m"] = jnp.stack([j.e_local[1] for j in jfs])
+    if "n_regions" in cfg.outputs:
+        ch["n_regions"] = jnp.stack([j.n_regions for j in jfs]).astype(q.dtype)
+    if "slider_position_m" in cfg.outputs:
+        ch["slider_position_m"] = q[-1]
+    if "slider_velocity_m_per_s" in cfg.outputs:
+        ch["slider_velocity_m_per_s"] = v[-1]
+    if "slider_acceleration_m_per_s2" in cfg.outputs:
+        ch["slider_acceleration_m_per_s2"] = a[-1]
+    if "rod_angular_velocity_rad_per_s" in cfg.outputs:
+        ch["rod_angular_velocity_rad_per_s"] = v[1]
+    return ch
+
+
+class Result(NamedTuple):
+    """One variant's result: accumulated metrics, saved histories (dict of (n_saves, ...)),
+    final positions q and velocities v."""
+
+    acc: metrics.Accumulator
+    history: dict
+    q: jnp.ndarray
+    v: jnp.ndarray
+
+
+def simulate(cfg: Config, p: Params) -> Result:
+    """Integrate one variant over cfg.n_steps steps (pure; jit/vmap/grad at the caller)."""
+    accel_impl = _ACCEL[cfg.clearance_joint]
+    n_pairs = 2
+
+    def accel(params, q, v, aux, t):
+        a, aux1, jfs = accel_impl(cfg, params, q, v, aux, t)
+        out = (a, jfs, q, v, t)
+        return a, aux1, out
+
+    step = integrate.make_step(cfg.scheme, accel, _drift(n_pairs), cfg.dt)
+    q0, v0, aux0 = initial_state(cfg, p)
+    a0, _, _ = accel(p, q0, v0, aux0, 0.0)
+    s0 = integrate.State(q0, v0, a0, aux0)
+    dtype = q0.dtype
+
+    def reduce(acc, out, i):
+        a, jfs, q, v, t = out
+        force = jnp.stack([jnp.sqrt(jnp.sum(j.force ** 2)) for j in jfs])
+        in_contact = jnp.stack([jnp.any(j.active) for j in jfs])
+        new_imp = jnp.stack([j.new_impacts for j in jfs])
+        nreg = jnp.stack([j.n_regions for j in jfs])
+        steady = t >= params_steady
+        return metrics.update(acc, force, a[-1], in_contact, new_imp, nreg, steady,
+                              cfg.min_continuous_steps)
+
+    params_steady = p.steady_start
+
+    def save(out):
+        a, jfs, q, v, t = out
+        return _outputs(cfg, q, v, a, jfs, t)
+
+    acc0 = metrics.init(cfg.n_joints, dtype)
+    s, acc, hist = integrate.simulate(step, p, s0, acc0, reduce, cfg.n_saves, cfg.save_every,
+                                      save=save if cfg.outputs else None,
+                                      checkpoint=cfg.checkpoint)
+    acc = metrics.finalize(acc, cfg.min_continuous_steps)
+    return Result(acc, hist if hist is not None else {}, s.q, s.v)
+
+
+# ----------------------------------------------------------------------------- ideal mechanism
+
+def ideal(p: Params, t):
+    """Ideal (no clearance) slider-crank by closed-form kinematics and inverse dynamics.
+
+    θ(t) from the driver; sin φ₂ = −r sin θ / L, x₃ = r cos θ + L cos φ₂; slider Newton
+    m₃ẍ₃ = R_x; rod Newton–Euler gives the joint reactions R_C (rod–slider, on the slider)
+    and R_B (crank–rod, on the rod).  Returns a dict of arrays over t: slider acceleration
+    [m/s²], |R_C| and |R_B| [N], and the kinematics.
+    """
+    t = jnp.asarray(t)
+    w_full, tr = p.crank_speed, p.ramp_time
+    ramp = tr > 0
+    trs = jnp.where(ramp, tr, 1.0)
+    in_ramp = ramp & (t < tr)
+    theta = jnp.where(in_ramp, 0.5 * w_full * t * t / trs, w_full * (t - jnp.where(ramp, 0.5 * tr, 0.0)))
+    wd = jnp.where(in_ramp, w_full * t / trs, w_full)
+    al = jnp.where(in_ramp, w_full / trs, 0.0)
+    r, L, l = p.crank_length, p.rod_length, 0.5 * p.rod_length
+    ct, st = jnp.cos(theta), jnp.sin(theta)
+    sp = -r * st / L
+    cp = jnp.sqrt(1.0 - sp * sp)
+    pd = -r * wd * ct / (L * cp)
+    pdd = (-r * (al * ct - wd * wd * st) + L * pd * pd * sp) / (L * cp)
+    abx = r * (-al * st - wd * wd * ct)
+    aby = r * (al * ct - wd * wd * st)
+    xdd = abx - L * (pdd * sp + pd * pd * cp)
+    agx = abx + l * (-pdd * sp - pd * pd * cp)
+    agy = aby + l * (pdd * cp - pd * pd * sp)
+    m2, m3 = p.rod_mass, p.slider_mass
+    rcx = m3 * xdd
+    # Rod: m₂a_G = R_B − R_C + m₂g,  J₂φ̈ = −l u × (R_B + R_C)  ⇒  u × R_C = −(J₂φ̈/l + u × (m₂a_G − m₂g))/2
+    fx, fy = m2 * agx, m2 * agy + m2 * p.gravity
+    uxf = cp * fy - sp * fx
+    x_cross = -(p.rod_inertia * pdd / l + uxf) / 2.0
+    rcy = (x_cross + sp * rcx) / cp
+    rbx, rby = fx + rcx, fy + rcy
+    return {"theta": theta, "slider_acceleration": xdd, "slider_position": r * ct + L * cp,
+            "rod_angle": jnp.arcsin(sp), "reaction_rod_slider": jnp.hypot(rcx, rcy),
+            "reaction_crank_rod": jnp.hypot(rbx, rby)}
+
+
+def ideal_peaks(p: Params, t_end, steady_start, n_samples: int = 20001):
+    """Peaks of the ideal mechanism over [0, t_end] and [steady_start, t_end] (sampled)."""
+    t = jnp.linspace(0.0, 1.0, n_samples) * t_end
+    ts = steady_start + jnp.linspace(0.0, 1.0, n_samples) * (t_end - steady_start)
+    full, st = ideal(p, t), ideal(p, ts)
+    keys = ("slider_acceleration", "reaction_rod_slider", "reaction_crank_rod")
+    return ({k: jnp.max(jnp.abs(full[k])) for k in keys}, {k: jnp.max(jnp.abs(st[k])) for k in keys})

@@ -1,0 +1,449 @@
+"""Sweeps: spec -> static model config + batched params -> chunks of jit(vmap(simulate)) -> results.
+
+The variant axis is the leading axis of every leaf of the params pytree; each chunk is padded
+to ``integrator.chunk_size`` (repeating its last variant) so one compiled function serves all
+chunks.  Finished chunks are written atomically to ``DIR/chunks/`` (tmp file + rename) with the
+spec hash, so an interrupted run resumed on the same DIR recomputes only missing chunks.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import __version__, integrate, joints, laws, profiles, spec as specmod
+from .mechanisms import slider_crank as sc
+
+JOINT_NAMES = {"rod_slider": ("rod_slider",), "crank_rod": ("crank_rod",), "both": ("crank_rod", "rod_slider")}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything static about a sweep: model config, sizes, the variant table."""
+
+    cfg: sc.Config
+    paths: tuple
+    values: np.ndarray  # (B, n_axes)
+    t_end: float
+    dtype: str
+    chunk_size: int
+
+    @property
+    def n_variants(self):
+        return self.values.shape[0]
+
+
+def _flat(spec):
+    """All scalar/list parameters as {dotted path: value} from the sweepable tables."""
+    return {f"{s}.{k}": v for s in specmod.SWEEPABLE_SECTIONS for k, v in spec[s].items()}
+
+
+def make_config(spec, t_end) -> sc.Config:
+    pr, lw, it = spec["profile"], spec["laws"], spec["integrator"]
+    method = pr["method"]
+    if method == "auto":
+        method = "analytic" if pr["kind"] == "circle" else "points"
+    geom = "circle" if method == "analytic" else "points"
+    n_points = pr["n_points"] if geom == "points" else 0
+    if pr["kind"] == "measured" and geom == "points" and not n_points:
+        n_points = len(profiles.measured(path=_profile_path(spec)))
+    jc = joints.JointConfig(geometry=geom, n_points=n_points,
+                            max_regions=pr["max_regions"] if geom == "points" else 1,
+                            refine=pr["refine"], normal_law=lw["normal"], friction=lw["friction"])
+    dt = it["dt_s"]
+    save_every = it["save_every"]
+    n_steps = max(1, int(math.ceil(t_end / dt - 1e-9)))
+    n_saves = max(1, int(math.ceil(n_steps / save_every)))
+    min_cont = max(1, int(round(it["continuous_contact_s"] / dt)))
+    return sc.Config(clearance_joint=spec["model"]["clearance_joint"], joint=jc, scheme=it["scheme"],
+                     dt=dt, n_saves=n_saves, save_every=save_every,
+                     outputs=tuple(spec["outputs"]["histories"]), min_continuous_steps=min_cont).validate()
+
+
+def _profile_path(spec):
+    p = Path(spec["profile"]["path"])
+    return p if p.is_absolute() else Path(spec.get("_base_dir", ".")) / p
+
+
+def plan(spec) -> Plan:
+    paths, values = specmod.axes_values(spec)
+    flat = _flat(spec)
+    rpm = np.full(values.shape[0], float(flat["model.crank_speed_rpm"]))
+    ramp = np.full(values.shape[0], float(flat["model.ramp_time_s"]))
+    for j, pth in enumerate(paths):
+        if pth == "model.crank_speed_rpm":
+            rpm = values[:, j]
+        if pth == "model.ramp_time_s":
+            ramp = values[:, j]
+    it = spec["integrator"]
+    if it["t_end_s"] > 0:
+        t_end = float(it["t_end_s"])
+    else:
+        t_end = float(np.max(ramp + it["revolutions"] * 60.0 / rpm))
+    cfg = make_config(spec, t_end)
+    p = Plan(cfg=cfg, paths=tuple(paths), values=values, t_end=cfg.n_steps * cfg.dt,
+             dtype=it["precision"], chunk_size=min(it["chunk_size"], max(1, values.shape[0])))
+    check_variants(spec, p)
+    return p
+
+
+def _variant_flat(spec, plan_: Plan, idx):
+    """{path: np.array (b,)} for the swept paths, scalars for the others."""
+    flat = _flat(spec)
+    for j, pth in enumerate(plan_.paths):
+        flat[pth] = plan_.values[idx, j]
+    return flat
+
+
+def _profile_points(spec, flat, rb, n_points, dtype):
+    pr = spec["profile"]
+    kind = pr["kind"]
+    w = flat["profile.wear_depth_m"]
+    ang = jnp.deg2rad(flat["profile.wear_angle_deg"])
+    if kind == "circle":
+        return profiles.circle(rb, n_points)
+    if kind == "ellipse":
+        ratio = flat["profile.ellipse_ratio"]
+        return profiles.ellipse(rb * ratio + w, rb, n_points, orientation=ang)
+    if kind == "fourier":
+        # Material removal only: r = R_b + w·½(1 + cos k(θ − θ_w)) + Σ a_k cos kθ + b_k sin kθ.
+        k = pr["wear_order"]
+        na = max(k, len(pr["fourier_a_m"]))
+        nb = max(k, len(pr["fourier_b_m"]))
+        a = jnp.zeros(na, dtype).at[: len(pr["fourier_a_m"])].set(jnp.asarray(pr["fourier_a_m"], dtype))
+        b = jnp.zeros(nb, dtype).at[: len(pr["fourier_b_m"])].set(jnp.asarray(pr["fourier_b_m"], dtype))
+        a = a.at[k - 1].add(0.5 * w * jnp.cos(k * ang))
+        b = b.at[k - 1].add(0.5 * w * jnp.sin(k * ang))
+        return profiles.fourier(rb + 0.5 * w, a, b, n_points)
+    if kind == "wear_patch":
+        return profiles.wear_patch(rb, w, ang, jnp.deg2rad(flat["profile.wear_half_width_deg"]), n_points)
+    if kind == "measured":
+        pts = np.asarray(profiles.measured(path=_profile_path(spec), n_points=n_points))
+        return jnp.asarray(pts, dtype)
+    raise specmod.SpecError(f"profile.kind = {kind!r}")
+
+
+def params_from_flat(spec, cfg: sc.Config, flat, dtype):
+    """Build slider-crank Params for one variant from {dotted path: scalar} (traceable)."""
+    f = lambda k: jnp.asarray(flat[k], dtype)
+    m, lw = "model.", "laws."
+    rj, c = f("joint.journal_radius_m"), f("joint.clearance_m")
+    rb = rj + c
+    if spec["laws"]["stiffness"] == "auto":
+        k = laws.internal_cylinder_stiffness(rj, rb, f(lw + "youngs_modulus_Pa"), f(lw + "poisson_ratio"),
+                                             f(lw + "youngs_modulus_Pa"), f(lw + "poisson_ratio"))
+    else:
+        k = jnp.asarray(spec["laws"]["stiffness"], dtype)
+    if cfg.joint.geometry == "points":
+        pts = _profile_points(spec, flat, rb, cfg.joint.n_points, dtype).astype(dtype)
+    else:
+        pts = jnp.zeros((1, 2), dtype)
+    jp = joints.JointParams(journal_radius=rj, clearance=c, points=pts, stiffness=k,
+                            exponent=f(lw + "exponent"), restitution=f(lw + "restitution"),
+                            damping=f(lw + "damping_N_s_per_m"),
+                            friction_coefficient=f(lw + "friction_coefficient"),
+                            v0=f(lw + "friction_v0_m_per_s"), v1=f(lw + "friction_v1_m_per_s"))
+    if cfg.n_joints == 2:
+        jp = jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), jp)
+    omega = f(m + "crank_speed_rpm") * (2 * math.pi / 60)
+    ramp = f(m + "ramp_time_s")
+    return sc.Params(crank_length=f(m + "crank_length_m"), rod_length=f(m + "rod_length_m"),
+                     crank_mass=f(m + "crank_mass_kg"), rod_mass=f(m + "rod_mass_kg"),
+                     slider_mass=f(m + "slider_mass_kg"), crank_inertia=f(m + "crank_inertia_kg_m2"),
+                     rod_inertia=f(m + "rod_inertia_kg_m2"), slider_inertia=f(m + "slider_inertia_kg_m2"),
+                     crank_speed=omega, ramp_time=ramp, gravity=f(m + "gravity_m_per_s2"),
+                     steady_start=jnp.asarray(0.0, dtype), joint=jp)
+
+
+def batch_params(spec, plan_: Plan, idx):
+    """Params with a leading variant axis for the variant indices ``idx``."""
+    dtype = jnp.float64 if plan_.dtype == "float64" else jnp.float32
+    flat = _variant_flat(spec, plan_, idx)
+    swept = {k: jnp.asarray(flat[k], dtype) for k in plan_.paths}
+    fixed = {k: v for k, v in flat.items() if k not in swept}
+    steady_rev = spec["integrator"]["steady_revolutions"]
+
+    def one(sw):
+        p = params_from_flat(spec, plan_.cfg, {**fixed, **sw}, dtype)
+        period = 2 * math.pi / p.crank_speed
+        return p._replace(steady_start=jnp.maximum(plan_.t_end - steady_rev * period, 0.0).astype(dtype))
+
+    if not swept:
+        p = one({})
+        return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (len(idx),) + x.shape), p)
+    return jax.vmap(one)(swept)
+
+
+def stability_dt(p: sc.Params, scheme):
+    """Conservative stable dt [s] per variant (``integrate.stability_bound``).
+
+    Linearised Hertz stiffness k = n K δ^(n−1) at the penetration δ reached when the smaller of
+    the rod and slider masses hits at the crank-pin speed r·ω (energy balance
+    ½ m v² = K δ^(n+1)/(n+1)); ω_c = √(k/m).
+    """
+    jp = p.joint
+    m = jnp.minimum(p.rod_mass, p.slider_mass)
+    v = p.crank_length * p.crank_speed
+    n = jp.exponent
+    K = jp.stiffness
+    if K.ndim > m.ndim:  # two joints: take the stiffer
+        K, n = jnp.max(K, axis=-1), jnp.max(n, axis=-1)
+    delta = (0.5 * m * v * v * (n + 1) / K) ** (1.0 / (n + 1))
+    k_lin = n * K * delta ** (n - 1)
+    return integrate.stability_bound(scheme, k_lin, m)
+
+
+def check_variants(spec, plan_: Plan):
+    """Physics checks over all variants before compiling (raises SpecError)."""
+    flat = _variant_flat(spec, plan_, np.arange(plan_.n_variants))
+    for pth, v in flat.items():
+        if pth in specmod.RANGES and np.ndim(v) > 0:
+            for x in np.unique(v):
+                specmod.check_range(pth, x)
+    r, L = flat["model.crank_length_m"], flat["model.rod_length_m"]
+    if np.any(np.asarray(L) <= np.asarray(r)):
+        raise specmod.SpecError(f"model.rod_length_m = {np.min(L)!r} must exceed model.crank_length_m = {np.max(r)!r}")
+    if plan_.cfg.joint.geometry == "points":
+        p = batch_params(spec, plan_, np.arange(min(plan_.n_variants, 4096)))
+        rmin = np.min(np.linalg.norm(np.asarray(p.joint.points), axis=-1), axis=-1)
+        rj = np.asarray(p.joint.journal_radius).reshape(rmin.shape[0], -1)[:, 0]
+        if np.any(rmin <= rj):
+            i = int(np.argmin(rmin - rj))
+            raise specmod.SpecError(f"profile: the bushing profile of variant {i} comes within {rmin[i]:.6g} m of its "
+                                    f"centre, not larger than joint.journal_radius_m = {rj[i]:.6g}: the journal "
+                                    "must be smaller than the bearing")
+    p = batch_params(spec, plan_, np.arange(min(plan_.n_variants, 4096)))
+    bound = np.asarray(stability_dt(p, plan_.cfg.scheme))
+    dt = plan_.cfg.dt
+    if np.any(dt > bound):
+        raise specmod.SpecError(f"integrator.dt_s = {dt:g} exceeds the stability bound {np.min(bound):.3g} s of "
+                                f"scheme {plan_.cfg.scheme!r} (contact stiffness and masses, see "
+                                "integrate.stability_bound); reduce dt_s")
+
+
+def _cast(p, dtype):
+    return jax.tree_util.tree_map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, p)
+
+
+def compiled(plan_: Plan, example):
+    """jit(vmap(simulate)) lowered and compiled for the chunk shape (cached per Config)."""
+    key = (plan_.cfg, plan_.dtype, jax.tree_util.tree_structure(example),
+           tuple(x.shape for x in jax.tree_util.tree_leaves(example)))
+    if key not in _CACHE:
+        fn = jax.jit(jax.vmap(lambda p: sc.simulate(plan_.cfg, p)))
+        t0 = time.perf_counter()
+        _CACHE[key] = (fn.lower(example).compile(), time.perf_counter() - t0)
+    return _CACHE[key]
+
+
+_CACHE: dict = {}
+
+
+def chunk_metrics(spec, plan_: Plan, p, res, n_real):
+    """Metrics table rows (dict of arrays) for one chunk."""
+    t_end = plan_.t_end
+    acc = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_real], res.acc)
+    ideal_full, ideal_steady = jax.vmap(lambda pp: sc.ideal_peaks(pp, t_end, pp.steady_start))(p)
+    ideal_full = {k: np.asarray(v)[:n_real] for k, v in ideal_full.items()}
+    ideal_steady = {k: np.asarray(v)[:n_real] for k, v in ideal_steady.items()}
+    names = JOINT_NAMES[plan_.cfg.clearance_joint]
+    out = {}
+    pf = acc.peak_force.max(axis=1)
+    pfs = acc.peak_force_steady.max(axis=1)
+    ref = np.maximum.reduce([ideal_full["reaction_" + n] for n in names])
+    refs = np.maximum.reduce([ideal_steady["reaction_" + n] for n in names])
+    out["peak_contact_force_N"] = pf
+    out["peak_contact_force_steady_N"] = pfs
+    out["ideal_peak_reaction_N"] = ref
+    out["ideal_peak_reaction_steady_N"] = refs
+    out["daf_contact_force"] = (pf - ref) / ref
+    out["daf_contact_force_steady"] = (pfs - refs) / refs
+    out["ratio_contact_force"] = pf / ref
+    out["ratio_contact_force_steady"] = pfs / refs
+    pa, pas = acc.peak_acc, acc.peak_acc_steady
+    ia, ias = ideal_full["slider_acceleration"], ideal_steady["slider_acceleration"]
+    out["peak_slider_acceleration_m_per_s2"] = pa
+    out["peak_slider_acceleration_steady_m_per_s2"] = pas
+    out["ideal_peak_slider_acceleration_m_per_s2"] = ia
+    out["daf_slider_acceleration"] = (pa - ia) / ia
+    out["daf_slider_acceleration_steady"] = (pas - ias) / ias
+    out["ratio_slider_acceleration"] = pa / ia
+    out["ratio_slider_acceleration_steady"] = pas / ias
+    n = np.maximum(acc.steps, 1)[:, None]
+    free = (acc.steps[:, None] - acc.contact_steps) / n
+    imp = acc.impact_steps / n
+    cont = acc.continuous_steps / n
+    out["impacts"] = acc.impacts.sum(axis=1)
+    out["free_flight_fraction"] = free.mean(axis=1)
+    out["impact_fraction"] = imp.mean(axis=1)
+    out["continuous_contact_fraction"] = cont.mean(axis=1)
+    out["max_contact_regions"] = acc.max_regions.max(axis=1)
+    if len(names) > 1:
+        for j, nm in enumerate(names):
+            out[f"peak_contact_force_{nm}_N"] = acc.peak_force[:, j]
+            out[f"daf_contact_force_{nm}"] = (acc.peak_force[:, j] - ideal_full["reaction_" + nm]) / ideal_full["reaction_" + nm]
+            out[f"impacts_{nm}"] = acc.impacts[:, j]
+            out[f"free_flight_fraction_{nm}"] = free[:, j]
+            out[f"impact_fraction_{nm}"] = imp[:, j]
+            out[f"continuous_contact_fraction_{nm}"] = cont[:, j]
+    fin = acc.finite & np.isfinite(np.asarray(res.q)[:n_real]).all(axis=1) & np.isfinite(np.asarray(res.v)[:n_real]).all(axis=1)
+    out["finite"] = fin
+    return out
+
+
+def _atomic_savez(path, **arrays):
+    tmp = Path(str(path) + ".tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+
+
+def run(spec_or_path, out=None, overrides=(), progress=None, log=print):
+    """Run a sweep; return (metrics dict of columns, summary dict, histories dict).
+
+    With ``out`` the results are written to that directory (metrics.csv, summary.json,
+    histories/, chunks/, plots/).
+    """
+    spec = spec_or_path if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path else specmod.load(spec_or_path, overrides)
+    pl = plan(spec)
+    B, cs = pl.n_variants, pl.chunk_size
+    n_chunks = math.ceil(B / cs)
+    h = specmod.spec_hash(spec)
+    outdir = Path(out) if out else None
+    if outdir:
+        (outdir / "chunks").mkdir(parents=True, exist_ok=True)
+    cols: dict = {}
+    hists: dict = {}
+    compile_s = 0.0
+    run_s = 0.0
+    steps_done = 0
+    t_wall = time.perf_counter()
+    for ci in range(n_chunks):
+        idx = np.arange(ci * cs, min(B, (ci + 1) * cs))
+        cpath = outdir / "chunks" / f"chunk_{ci:05d}.npz" if outdir else None
+        if cpath is not None and cpath.exists():
+            with np.load(cpath, allow_pickle=False) as z:
+                if str(z["spec_hash"]) == h:
+                    _merge(cols, hists, {k[2:]: z[k] for k in z.files if k.startswith("m_")},
+                           {k[2:]: z[k] for k in z.files if k.startswith("h_")})
+                    if progress:
+                        progress(len(idx))
+                    continue
+        pad = np.concatenate([idx, np.full(cs - len(idx), idx[-1])])
+        p = batch_params(spec, pl, pad)
+        fn, c_s = compiled(pl, p)
+        if ci == 0 or c_s and compile_s == 0.0:
+            compile_s += c_s
+        t0 = time.perf_counter()
+        res = fn(p)
+        jax.block_until_ready(res)
+        dt_run = time.perf_counter() - t0
+        run_s += dt_run
+        steps_done += cs * pl.cfg.n_steps
+        m = chunk_metrics(spec, pl, p, res, len(idx))
+        hh = {k: np.asarray(v)[: len(idx)] for k, v in res.history.items()}
+        if cpath is not None:
+            _atomic_savez(cpath, spec_hash=np.array(h), **{"m_" + k: v for k, v in m.items()},
+                          **{"h_" + k: v for k, v in hh.items()})
+        _merge(cols, hists, m, hh)
+        if progress:
+            progress(len(idx))
+    wall = time.perf_counter() - t_wall
+    table = {}
+    for j, pth in enumerate(pl.paths):
+        table[specmod.column_name(pth)] = pl.values[:, j]
+    table.update(cols)
+    failed = [int(i) for i in np.nonzero(~table["finite"].astype(bool))[0]]
+    dev = jax.devices()
+    summary = {
+        "name": spec["sweep"]["name"], "spec_hash": h, "version": __version__,
+        "variants": int(B), "steps_per_variant": int(pl.cfg.n_steps), "dt_s": pl.cfg.dt,
+        "t_end_s": pl.t_end, "save_every": pl.cfg.save_every, "chunk_size": int(cs), "chunks": n_chunks,
+        "wall_s": wall, "compile_s": compile_s, "run_s": run_s,
+        "variant_steps_per_s": (steps_done / run_s) if run_s > 0 else None,
+        "device_kind": dev[0].device_kind, "device_platform": dev[0].platform, "device_count": len(dev),
+        "precision": pl.dtype, "scheme": pl.cfg.scheme, "clearance_joint": pl.cfg.clearance_joint,
+        "geometry": pl.cfg.joint.geometry, "n_points": pl.cfg.joint.n_points,
+        "max_regions": pl.cfg.joint.max_regions, "normal_law": pl.cfg.joint.normal_law,
+        "friction": pl.cfg.joint.friction,
+        "steady_window": f"last {spec['integrator']['steady_revolutions']:g} crank revolution(s) of each variant, "
+                         "t >= t_end - steady_revolutions*60/crank_speed_rpm",
+        "continuous_contact_s": spec["integrator"]["continuous_contact_s"],
+        "failed_variants": failed, "axes": [specmod.column_name(p) for p in pl.paths],
+        "python": platform.python_version(), "jax": jax.__version__,
+    }
+    if outdir:
+        write_outputs(outdir, spec, pl, table, summary, hists)
+    return table, summary, hists
+
+
+def _merge(cols, hists, m, hh):
+    for k, v in m.items():
+        cols[k] = np.concatenate([cols[k], v]) if k in cols else np.asarray(v)
+    for k, v in hh.items():
+        hists[k] = np.concatenate([hists[k], v]) if k in hists else np.asarray(v)
+
+
+def write_csv(path, table):
+    keys = list(table)
+    n = len(next(iter(table.values())))
+    with open(path, "w") as f:
+        f.write(",".join(keys) + "\n")
+        for i in range(n):
+            row = []
+            for k in keys:
+                v = table[k][i]
+                if isinstance(v, (bool, np.bool_)):
+                    row.append("true" if v else "false")
+                elif isinstance(v, (int, np.integer)):
+                    row.append(str(int(v)))
+                else:
+                    row.append(repr(float(v)))
+            f.write(",".join(row) + "\n")
+
+
+def read_csv(path):
+    """metrics.csv back into {column: np.ndarray}."""
+    with open(path) as f:
+        keys = f.readline().strip().split(",")
+        rows = [line.strip().split(",") for line in f if line.strip()]
+    out = {}
+    for j, k in enumerate(keys):
+        col = [r[j] for r in rows]
+        if all(c in ("true", "false") for c in col):
+            out[k] = np.array([c == "true" for c in col])
+        else:
+            out[k] = np.array([float(c) for c in col])
+    return out
+
+
+def write_outputs(outdir, spec, pl, table, summary, hists):
+    outdir = Path(outdir)
+    write_csv(outdir / "metrics.csv", table)
+    hdir = outdir / "histories"
+    hdir.mkdir(exist_ok=True)
+    t = (np.arange(pl.cfg.n_saves) + 1) * pl.cfg.save_every * pl.cfg.dt
+    np.save(hdir / "t_s.npy", t)
+    for k, v in hists.items():
+        np.save(hdir / f"{k}.npy", v)
+    names = JOINT_NAMES[pl.cfg.clearance_joint]
+    (hdir / "index.json").write_text(json.dumps({
+        "format": "one .npy per channel; shape (variants, n_saves) or (variants, n_saves, joints); "
+                  "t_s.npy holds the sample times [s]; rows follow metrics.csv",
+        "joints": list(names), "channels": sorted(hists), "clearance_m_for_orbits": None,
+    }, indent=2))
+    summary = dict(summary)
+    if spec["outputs"]["plots"] and "journal_x_m" in hists:
+        from . import plots
+        t0 = time.perf_counter()
+        summary["plots"] = plots.sweep_plots(outdir, table, summary, hists, t, spec)
+        summary["plot_s"] = time.perf_counter() - t0
+    (outdir / "summary.json").write_text(json.dumps(summary, indent=2))
