@@ -49,6 +49,11 @@ def stability_bound(scheme: str, stiffness_lin, mass):
     return _OMEGA_DT_MAX[scheme] / jnp.sqrt(stiffness_lin / mass)
 
 
+def _time(i, h, like):
+    """t = i·dt in the state's dtype (never accumulated; keeps float32 runs in float32)."""
+    return (i * h).astype(like.dtype)
+
+
 def make_step(scheme: str, accel: Callable, drift: Callable, dt: float):
     """Return ``step(params, state, i) -> (state, out)`` advancing from t_i = i·dt to t_{i+1}.
 
@@ -60,16 +65,16 @@ def make_step(scheme: str, accel: Callable, drift: Callable, dt: float):
         def step(params, s: State, i):
             vh = s.v + 0.5 * h * s.a
             q1 = drift(s.q, vh, h)
-            a1, aux1, out = accel(params, q1, vh, s.aux, (i + 1) * h)
+            a1, aux1, out = accel(params, q1, vh, s.aux, _time(i + 1, h, s.q))
             return State(q1, vh + 0.5 * h * a1, a1, aux1), out
     elif scheme == "symplectic_euler":
         def step(params, s: State, i):
-            a0, aux1, out = accel(params, s.q, s.v, s.aux, i * h)
+            a0, aux1, out = accel(params, s.q, s.v, s.aux, _time(i, h, s.q))
             v1 = s.v + h * a0
             return State(drift(s.q, v1, h), v1, a0, aux1), out
     elif scheme == "rk4":
         def step(params, s: State, i):
-            t = i * h
+            t = _time(i, h, s.q)
             k1, aux1, out = accel(params, s.q, s.v, s.aux, t)
             v2 = s.v + 0.5 * h * k1
             k2, _, _ = accel(params, drift(s.q, s.v, 0.5 * h), v2, s.aux, t + 0.5 * h)

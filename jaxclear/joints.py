@@ -139,7 +139,7 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory, pre
     if cfg.geometry == "circle":
         ecc = safe_norm(e_loc)
         # Centred journal: any unit normal will do, the depth is negative there anyway.
-        n_loc = jnp.where(ecc > 0, e_loc / jnp.where(ecc > 0, ecc, 1.0), jnp.array([1.0, 0.0]))
+        n_loc = jnp.where(ecc > 0, e_loc / jnp.where(ecc > 0, ecc, 1.0), jnp.array([1.0, 0.0], e_loc.dtype))
         depth = (ecc - p.clearance)[None]
         n_loc = n_loc[None, :]
         pb_loc = n_loc * (p.journal_radius + p.clearance)

@@ -55,6 +55,12 @@ __all__ = [
 #: would make the force explode.  Impacts slower than the floor are damped *less* than their
 #: nominal restitution (they are treated as if they had hit at 1e-4 m/s); the energy
 #: involved is negligible.  Override with the ``v_floor`` argument of :func:`normal_force`.
+
+def _f(x):
+    """x as a JAX float array that keeps a float32 caller in float32 (ints -> default float)."""
+    x = jnp.asarray(x)
+    return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(float)
+
 IMPACT_VELOCITY_FLOOR = 1e-4
 
 #: Lower clip for the coefficient of restitution inside :func:`hysteresis_factor`, so that
@@ -196,7 +202,7 @@ def hysteresis_factor(model, restitution):
         raise ValueError(
             f"unknown hysteresis model {model!r}; allowed: {', '.join(HYSTERESIS_MODELS)}"
         ) from None
-    e = jnp.clip(jnp.asarray(restitution, dtype=float), RESTITUTION_FLOOR, 1.0)
+    e = jnp.clip(_f(restitution), RESTITUTION_FLOOR, 1.0)
     return chi(e)
 
 
@@ -222,7 +228,7 @@ def normal_force(model, delta, delta_dot, delta_dot_minus, stiffness, exponent=1
     no adhesive pull is produced when the dashpot term exceeds the spring term late in the
     restitution phase (so F_n >= 0 always).  v_floor: see IMPACT_VELOCITY_FLOOR (1e-4 m/s).
     """
-    delta = jnp.asarray(delta, dtype=float)
+    delta = _f(delta)
     in_contact = delta > 0.0
     if model in ("linear", "kelvin_voigt"):
         f = stiffness * delta + damping * delta_dot
@@ -253,7 +259,7 @@ def liu_force(delta, length, R_journal, R_bearing, E_star):
     Liu, Zhang, Yang & Fan 2006); as reviewed by Pereira, Ramalho & Ambrosio (2011),
     Nonlinear Dyn. 63:681-697.  Formula recalled from those reviews, not re-derived here.
     """
-    d = jnp.maximum(jnp.asarray(delta, dtype=float), 0.0)
+    d = jnp.maximum(_f(delta), 0.0)
     clearance = jnp.maximum(R_bearing - R_journal, 1e-12)
     root = safe_sqrt(d / (2.0 * (clearance + d)))
     return 0.5 * jnp.pi * E_star * length * d * root
@@ -296,7 +302,7 @@ def esdu78035_force(delta, length, R_journal, R_bearing, E_journal, nu_journal, 
     law's validity.  Source: ESDU-78035 (1978); Pereira, Ramalho & Ambrosio (2011),
     Nonlinear Dyn. 63:681-697.
     """
-    delta = jnp.asarray(delta, dtype=float)
+    delta = _f(delta)
     a = (_esdu_sigma(E_journal, nu_journal) + _esdu_sigma(E_bearing, nu_bearing)) / length
     clearance = jnp.maximum(R_bearing - R_journal, 1e-12)
     pos = delta > 0.0
@@ -350,7 +356,7 @@ def friction_force(model, v_t, normal_force, mu, v0=1e-4, v1=1e-3):
     v_t = 0 (the Coulomb and Threlfall laws have their true slopes mu F_n / v0 and
     3 mu F_n / v1 there; Ambrosio's dead zone has slope 0).
     """
-    v = jnp.asarray(v_t, dtype=float)
+    v = _f(v_t)
     fn = jnp.maximum(normal_force, 0.0)
     if model == "none":
         return jnp.zeros_like(v * fn * mu)

@@ -52,8 +52,9 @@ def brute_force(points, center, radius):
 _detect = jax.jit(contact.detect, static_argnums=(3, 4))
 
 
-def check_against_brute(points, center, radius, K, refine=False):
-    res = _detect(jnp.asarray(points), jnp.asarray(center), radius, K, refine)
+def check_against_brute(points, center, radius, K, refine=False, res=None):
+    if res is None:
+        res = _detect(jnp.asarray(points), jnp.asarray(center), radius, K, refine)
     regions, d = brute_force(points, center, radius)
     n = len(d)
     assert int(res.n_regions) == len(regions)
@@ -86,20 +87,20 @@ def check_against_brute(points, center, radius, K, refine=False):
     return res, regions
 
 
-def random_case(rng):
-    """A random non-circular bushing and a pin position giving 0..many regions."""
+def random_case(rng, n):
+    """A random non-circular bushing (n points) and a pin position giving 0..many regions."""
     kind = rng.choice(["fourier", "patch", "ellipse", "all", "none", "wrap"])
-    n = int(rng.choice([36, 48, 97, 128]))
     if kind in ("fourier", "wrap"):
         k = int(rng.integers(3, 9))
-        a = rng.normal(0, 1.5e-5, k)
-        b = rng.normal(0, 1.5e-5, k)
-        pts = profiles.fourier(RB, a, b, n)
+        a = np.zeros(8)
+        b = np.zeros(8)
+        a[:k] = rng.normal(0, 1.5e-5, k)
+        b[:k] = rng.normal(0, 1.5e-5, k)
+        pts = _fourier(RB, a, b, n)
     elif kind == "patch":
-        pts = profiles.wear_patch(RB, rng.uniform(1e-5, 8e-5), rng.uniform(0, 2 * np.pi), rng.uniform(0.2, 1.5), n)
+        pts = _patch(RB, rng.uniform(1e-5, 8e-5), rng.uniform(0, 2 * np.pi), rng.uniform(0.2, 1.5), n)
     else:
-        a_ = RB * (1 + rng.uniform(0.0005, 0.005))
-        pts = profiles.ellipse(a_, RB, n, orientation=rng.uniform(0, np.pi))
+        pts = _ellipse(RB * (1 + rng.uniform(0.0005, 0.005)), RB, n, rng.uniform(0, np.pi))
     pts = np.asarray(pts)
     r = np.hypot(pts[:, 0], pts[:, 1])
     if kind == "all":
@@ -114,20 +115,33 @@ def random_case(rng):
     return pts, rng.normal(0, 1.5e-5, 2), rp
 
 
+_fourier = jax.jit(profiles.fourier, static_argnums=3)
+_patch = jax.jit(profiles.wear_patch, static_argnums=4)
+_ellipse = jax.jit(profiles.ellipse, static_argnums=2)
+_vdetect = jax.jit(jax.vmap(contact.detect, in_axes=(0, 0, 0, None, None)), static_argnums=(3, 4))
+
+
 def test_detect_matches_brute_force_random_profiles():
     rng = np.random.default_rng(1234)
     seen = {"none": 0, "all": 0, "wrap": 0, "multi": 0, "overflow": 0}
-    for _ in range(150):
-        pts, c, rp = random_case(rng)
-        for K in (2, 8):
-            res, regions = check_against_brute(pts, c, rp, K)
-            mask = np.asarray(res.mask)
-            seen["none"] += not mask.any()
-            seen["all"] += bool(mask.all())
-            seen["wrap"] += bool(mask[0] and mask[-1] and not mask.all())
-            seen["multi"] += len(regions) >= 2
-            seen["overflow"] += len(regions) > K
-        check_against_brute(pts, c, rp, 3, refine=True)
+    for n in (48, 97):
+        cases = [random_case(rng, n) for _ in range(80)]
+        pts = jnp.asarray(np.stack([c[0] for c in cases]))
+        cen = jnp.asarray(np.stack([c[1] for c in cases]))
+        rps = jnp.asarray(np.array([c[2] for c in cases]))
+        for K, refine in ((2, False), (8, False), (3, True)):
+            batch = _vdetect(pts, cen, rps, K, refine)
+            for i, (p, c, rp) in enumerate(cases):
+                res = jax.tree_util.tree_map(lambda x: x[i], batch)
+                res, regions = check_against_brute(p, c, rp, K, refine, res=res)
+                if refine:
+                    continue
+                mask = np.asarray(res.mask)
+                seen["none"] += not mask.any()
+                seen["all"] += bool(mask.all())
+                seen["wrap"] += bool(mask[0] and mask[-1] and not mask.all())
+                seen["multi"] += len(regions) >= 2
+                seen["overflow"] += len(regions) > K
     for k, v in seen.items():
         assert v >= 5, seen  # every situation was actually exercised
 
@@ -165,56 +179,61 @@ def test_all_points_in_contact_is_one_region():
 
 
 # ----------------------------------------------------------------------------- convergence
-def _circle_errors(ns, refine, frac=0.3, rp=RB - 1e-4, e=1.5e-4):
-    """|depth − (e − c)| on a circular bearing, pin direction a fraction `frac` between grid angles."""
-    errs = []
-    for n in ns:
-        h = 2 * np.pi / n
-        phi = 0.7 - (0.7 % h) + frac * h
-        c = e * jnp.array([np.cos(phi), np.sin(phi)])
-        res = contact.detect(profiles.circle(RB, n), c, rp, 2, refine=refine)
-        assert int(res.n_regions) == 1
-        errs.append(abs(float(res.depth[0]) - (e - (RB - rp))))
-    return np.asarray(errs)
-
-
 NS = np.array([36, 72, 144, 288, 576, 1152])
+E_PIN, RP = 1.5e-4, RB - 1e-4  # eccentricity and pin radius: clearance c = 1e-4, δ = e − c = 5e-5
 
 
-def test_raw_depth_converges_second_order():
-    errs = _circle_errors(NS, refine=False)
-    slope = np.polyfit(np.log(NS), np.log(errs), 1)[0]
+def _circle_run(n, c):
+    pts = profiles.circle(RB, n)
+    raw = contact.detect(pts, c, RP, 2)
+    ref = contact.detect(pts, c, RP, 2, refine=True)
+    return raw.depth[0], ref.depth[0], raw.normal[0], ref.normal[0], raw.n_regions, ref.n_regions
+
+
+_circle_run = jax.jit(_circle_run, static_argnums=0)
+
+
+@pytest.fixture(scope="module")
+def circle_errors():
+    """|depth − (e − c)| and normal errors, pin direction 0.3 Δθ past a grid angle (generic offset)."""
+    out = {k: [] for k in ("raw", "ref", "n_raw", "n_ref")}
+    for n in NS:
+        h = 2 * np.pi / n
+        phi = 0.7 - (0.7 % h) + 0.3 * h
+        exact_n = np.array([np.cos(phi), np.sin(phi)])
+        d_raw, d_ref, n_raw, n_ref, k1, k2 = _circle_run(int(n), jnp.asarray(E_PIN * exact_n))
+        assert int(k1) == 1 and int(k2) == 1
+        out["raw"].append(abs(float(d_raw) - (E_PIN - (RB - RP))))
+        out["ref"].append(abs(float(d_ref) - (E_PIN - (RB - RP))))
+        out["n_raw"].append(np.linalg.norm(np.asarray(n_raw) - exact_n))
+        out["n_ref"].append(np.linalg.norm(np.asarray(n_ref) - exact_n))
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+def _slope(errs):
+    return np.polyfit(np.log(NS), np.log(errs), 1)[0]
+
+
+def test_raw_depth_converges_second_order(circle_errors):
+    errs = circle_errors["raw"]
+    slope = _slope(errs)
     assert -2.2 < slope < -1.8, slope
-    # magnitude: e (f Δθ)² / 2 · R_b/(R_b − e) for offset f·Δθ (≈ e Δθ²/8 at f = ½)
-    e, h = 1.5e-4, 2 * np.pi / NS
-    pred = e * (0.3 * h) ** 2 / 2 * RB / (RB - e)
+    # magnitude: e (f Δθ)² / 2 · R_b/(R_b − e) for an offset f·Δθ (≈ e Δθ²/8 at the worst f = ½)
+    h = 2 * np.pi / NS
+    pred = E_PIN * (0.3 * h) ** 2 / 2 * RB / (RB - E_PIN)
     np.testing.assert_allclose(errs, pred, rtol=0.01)
 
 
-def test_refined_depth_converges_fourth_order():
-    raw = _circle_errors(NS, refine=False)
-    ref = _circle_errors(NS, refine=True)
-    slope = np.polyfit(np.log(NS), np.log(ref), 1)[0]
+def test_refined_depth_converges_fourth_order(circle_errors):
+    slope = _slope(circle_errors["ref"])
     assert -4.3 < slope < -3.7, slope
-    assert np.all(ref < raw / 100)
+    assert np.all(circle_errors["ref"] < circle_errors["raw"] / 100)
 
 
-def test_refined_normal_converges():
-    n_list = NS
-    errs_raw, errs_ref = [], []
-    e = 1.5e-4
-    for n in n_list:
-        h = 2 * np.pi / n
-        phi = 0.7 - (0.7 % h) + 0.3 * h
-        c = e * jnp.array([np.cos(phi), np.sin(phi)])
-        exact = np.array([np.cos(phi), np.sin(phi)])
-        for refine, errs in ((False, errs_raw), (True, errs_ref)):
-            res = contact.detect(profiles.circle(RB, n), c, RB - 1e-4, 1, refine=refine)
-            errs.append(np.linalg.norm(np.asarray(res.normal[0]) - exact))
-    s_raw = np.polyfit(np.log(n_list), np.log(errs_raw), 1)[0]
-    s_ref = np.polyfit(np.log(n_list), np.log(errs_ref), 1)[0]
-    assert -1.2 < s_raw < -0.8, s_raw
-    assert s_ref < -2.7, s_ref
+def test_normal_converges(circle_errors):
+    s_raw, s_ref = _slope(circle_errors["n_raw"]), _slope(circle_errors["n_ref"])
+    assert -1.2 < s_raw < -0.8, s_raw  # raw normal points at a grid point: angle error ~ f Δθ
+    assert -3.3 < s_ref < -2.7, s_ref
 
 
 # ----------------------------------------------------------------------------- transforms
@@ -225,19 +244,24 @@ def test_jit_and_vmap_match_per_case():
     centers = centers.at[0].set(0.0)
     rp = RB - 1e-5
     for refine in (False, True):
-        f = jax.jit(lambda c: contact.detect(pts, c, rp, 4, refine=refine))
-        batch = jax.vmap(f)(centers)
+        batch = _vdetect(pts[None].repeat(centers.shape[0], 0), centers, jnp.full(centers.shape[0], rp), 4, refine)
         for i in range(centers.shape[0]):
-            one = contact.detect(pts, centers[i], rp, 4, refine=refine)
-            jitted = f(centers[i])
+            one = _detect(pts, centers[i], rp, 4, refine)  # jitted single case
+            if i == 1:  # eager (unjitted) once per mode
+                eager = contact.detect(pts, centers[i], rp, 4, refine=refine)
+                for name in contact.ContactRegions._fields:
+                    np.testing.assert_allclose(np.asarray(getattr(eager, name)), np.asarray(getattr(one, name)), atol=1e-18)
             for name in contact.ContactRegions._fields:
                 np.testing.assert_allclose(np.asarray(getattr(batch, name))[i], np.asarray(getattr(one, name)), atol=1e-18)
-                np.testing.assert_allclose(np.asarray(getattr(jitted, name)), np.asarray(getattr(one, name)), atol=1e-18)
 
 
 def _loss(points, c, rp, refine):
     r = contact.detect(points, c, rp, 3, refine=refine)
     return jnp.sum(r.depth**2) * 1e6 + jnp.sum(r.normal * jnp.array([0.3, 0.7])) + jnp.sum(r.point_pin)
+
+
+_grad_loss = jax.jit(jax.grad(_loss, argnums=(0, 1, 2)), static_argnums=3)
+_vgrad_loss = jax.jit(jax.vmap(jax.grad(_loss, argnums=1), in_axes=(None, 0, None, None)), static_argnums=3)
 
 
 @pytest.mark.parametrize("refine", [False, True])
@@ -260,12 +284,11 @@ def test_gradients_finite(case, refine):
     else:
         c, rp = jnp.array([0.0, 1e-6]), RB * 1.0005
     for rp_ in (rp, rp * (1 + 1e-12)):
-        g = jax.grad(_loss, argnums=(0, 1, 2))(pts, c, rp_, refine)
+        g = _grad_loss(pts, c, rp_, refine)
         for gi in g:
             assert np.all(np.isfinite(np.asarray(gi))), (case, gi)
         # jit + vmap of grad too
-        gv = jax.jit(jax.vmap(jax.grad(lambda p, cc, r: _loss(p, cc, r, refine), argnums=1), in_axes=(None, 0, None)))
-        out = gv(pts, jnp.stack([c, c + 1e-7]), rp_)
+        out = _vgrad_loss(pts, jnp.stack([c, c + 1e-7]), rp_, refine)
         assert np.all(np.isfinite(np.asarray(out)))
 
 
@@ -275,42 +298,43 @@ def test_depth_gradient_matches_finite_difference():
     c0 = jnp.array([1.2e-5, -0.7e-5])
     rp = RB - 5e-6
     for refine in (False, True):
-        f = lambda c: jnp.sum(contact.detect(pts, c, rp, 4, refine=refine).depth)  # noqa: E731
+        f = jax.jit(lambda c: jnp.sum(contact.detect(pts, c, rp, 4, refine=refine).depth))
         g = np.asarray(jax.grad(f)(c0))
         h = 1e-10
         fd = np.array([(f(c0 + h * u) - f(c0 - h * u)) / (2 * h) for u in np.eye(2)])
         np.testing.assert_allclose(g, fd, rtol=1e-4, atol=1e-8)
         # the depth moves like −n·dc for the raw method (point fixed, pin moves)
         if not refine:
-            r = contact.detect(pts, c0, rp, 4)
+            r = _detect(pts, c0, rp, 4, False)
             expect = np.sum(np.asarray(r.normal)[np.asarray(r.active)], axis=0)
             np.testing.assert_allclose(g, expect, rtol=1e-9)
 
 
 # ----------------------------------------------------------------------------- impact memory
+_update = jax.jit(contact.update_impact_memory)
 def test_impact_memory_overlap():
     n = 72
     pts = profiles.circle(RB, n)
     rp = RB - 2e-5
     K = 3
     c1 = jnp.array([4e-5, 0.0])
-    r1 = contact.detect(pts, c1, rp, K)
+    r1 = _detect(pts, c1, rp, K, False)
     zeros = jnp.zeros(n)
     # step 1: new impact, takes its current approach speed (floored)
-    v1, mem1 = contact.update_impact_memory(r1, jnp.zeros(n, bool), zeros, jnp.array([0.3, 0.9, 0.9]))
+    v1, mem1 = _update(r1, jnp.zeros(n, bool), zeros, jnp.array([0.3, 0.9, 0.9]))
     np.testing.assert_allclose(np.asarray(v1), [0.3, 0.0, 0.0])
     np.testing.assert_allclose(np.asarray(mem1), np.where(np.asarray(r1.mask), 0.3, 0.0))
     # step 2: the pin slides so the deepest point jumps many indices but the region overlaps
     c2 = 5e-5 * jnp.array([np.cos(0.35), np.sin(0.35)])
-    r2 = contact.detect(pts, c2, rp, K)
+    r2 = _detect(pts, c2, rp, K, False)
     assert abs(int(r2.index[0]) - int(r1.index[0])) >= 3
-    v2, mem2 = contact.update_impact_memory(r2, r1.mask, mem1, jnp.array([0.01, 0.0, 0.0]))
+    v2, mem2 = _update(r2, r1.mask, mem1, jnp.array([0.01, 0.0, 0.0]))
     np.testing.assert_allclose(np.asarray(v2), [0.3, 0.0, 0.0])  # continuing contact, not a new impact
     np.testing.assert_allclose(np.asarray(mem2), np.where(np.asarray(r2.mask), 0.3, 0.0))
     # step 3: contact on the opposite side -> new impact; negative speed is floored
     c3 = jnp.array([-4e-5, 0.0])
-    r3 = contact.detect(pts, c3, rp, K)
-    v3, mem3 = contact.update_impact_memory(r3, r2.mask, mem2, jnp.array([-1.0, 0.0, 0.0]))
+    r3 = _detect(pts, c3, rp, K, False)
+    v3, mem3 = _update(r3, r2.mask, mem2, jnp.array([-1.0, 0.0, 0.0]))
     assert 0 < float(v3[0]) <= 1e-5
     assert np.all(np.asarray(mem3)[~np.asarray(r3.mask)] == 0)
 
@@ -320,21 +344,21 @@ def test_impact_memory_two_regions_merge_takes_max():
     pts = profiles.fourier(RB, np.array([0, 0, 0, 2e-5]), np.zeros(4), n)  # 4 valleys at 45° + k 90°
     rp = RB - 1.5e-5
     K = 6
-    r = contact.detect(pts, jnp.array([1e-7, 2e-7]), rp, K)
+    r = _detect(pts, jnp.array([1e-7, 2e-7]), rp, K, False)
     assert int(r.n_regions) == 4
     mem = jnp.where(r.mask, jnp.asarray(r.labels, float) + 1.0, 0.0)  # region j remembers j+1
     # a larger pin: the valleys widen (no merge at this size) -> each region keeps its own memory
-    r2 = contact.detect(pts, jnp.array([1e-7, 2e-7]), rp + 5e-6, K)
-    v, m2 = contact.update_impact_memory(r2, r.mask, mem, jnp.full(K, 5.0))
+    r2 = _detect(pts, jnp.array([1e-7, 2e-7]), rp + 5e-6, K, False)
+    v, m2 = _update(r2, r.mask, mem, jnp.full(K, 5.0))
     np.testing.assert_allclose(np.asarray(v)[:4], [1, 2, 3, 4])
     # all in contact -> one region inheriting the max memory 4
-    r3 = contact.detect(pts, jnp.zeros(2), RB + 3e-5, K)
+    r3 = _detect(pts, jnp.zeros(2), RB + 3e-5, K, False)
     assert int(r3.n_regions) == 1
-    v3, m3 = contact.update_impact_memory(r3, r2.mask, m2, jnp.full(K, 5.0))
+    v3, m3 = _update(r3, r2.mask, m2, jnp.full(K, 5.0))
     np.testing.assert_allclose(np.asarray(v3), [4, 0, 0, 0, 0, 0])
     np.testing.assert_allclose(np.asarray(m3), 4.0)
     # jit / grad finite
-    f = jax.jit(lambda m, vd: jnp.sum(contact.update_impact_memory(r3, r2.mask, m, vd)[0]))
+    f = jax.jit(lambda m, vd: jnp.sum(_update(r3, r2.mask, m, vd)[0]))
     g = jax.grad(f, argnums=(0, 1))(m2, jnp.full(K, 5.0))
     assert all(np.all(np.isfinite(np.asarray(x))) for x in g)
 

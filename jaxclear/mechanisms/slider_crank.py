@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import integrate, joints, laws, metrics
-from .._math import cross2, perp
+from .._math import cross2, perp, safe_norm
 
 CLEARANCE_JOINTS = ("rod_slider", "crank_rod", "both")
 
@@ -282,7 +282,7 @@ def _outputs(cfg, q, v, a, jfs, t):
     if "crank_angle_rad" in cfg.outputs:
         ch["crank_angle_rad"] = jnp.arctan2(q[1], q[0])
     if "contact_force_N" in cfg.outputs:
-        ch["contact_force_N"] = jnp.stack([jnp.sqrt(jnp.sum(j.force ** 2)) for j in jfs])
+        ch["contact_force_N"] = jnp.stack([safe_norm(j.force) for j in jfs])
     if "normal_force_N" in cfg.outputs:
         ch["normal_force_N"] = jnp.stack([jnp.sum(j.normal_force) for j in jfs])
     if "penetration_m" in cfg.outputs:
@@ -314,8 +314,11 @@ class Result(NamedTuple):
     v: jnp.ndarray
 
 
-def simulate(cfg: Config, p: Params) -> Result:
-    """Integrate one variant over cfg.n_steps steps (pure; jit/vmap/grad at the caller)."""
+def simulate(cfg: Config, p: Params, state0=None) -> Result:
+    """Integrate one variant over cfg.n_steps steps (pure; jit/vmap/grad at the caller).
+
+    state0: optional (q, v) replacing the top-dead-centre start (layout of ``initial_state``).
+    """
     accel_impl = _ACCEL[cfg.clearance_joint]
     n_pairs = 2
 
@@ -326,13 +329,15 @@ def simulate(cfg: Config, p: Params) -> Result:
 
     step = integrate.make_step(cfg.scheme, accel, _drift(n_pairs), cfg.dt)
     q0, v0, aux0 = initial_state(cfg, p)
+    if state0 is not None:
+        q0, v0 = (jnp.asarray(x, q0.dtype) for x in state0)
     a0, _, _ = accel(p, q0, v0, aux0, 0.0)
     s0 = integrate.State(q0, v0, a0, aux0)
     dtype = q0.dtype
 
     def reduce(acc, out, i):
         a, jfs, q, v, t = out
-        force = jnp.stack([jnp.sqrt(jnp.sum(j.force ** 2)) for j in jfs])
+        force = jnp.stack([safe_norm(j.force) for j in jfs])
         in_contact = jnp.stack([jnp.any(j.active) for j in jfs])
         new_imp = jnp.stack([j.new_impacts for j in jfs])
         nreg = jnp.stack([j.n_regions for j in jfs])

@@ -1,0 +1,173 @@
+"""Physics of the slider-crank with clearance joints: conservation, convergence, limits, batching."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxclear  # noqa: F401  (float64)
+from jaxclear import joints, profiles
+from jaxclear.mechanisms import slider_crank as sc
+
+
+def _run(cfg, p, state0=None):
+    return jax.jit(lambda p: sc.simulate(cfg, p, state0))(p)
+
+
+def _energy(q, v, p):
+    """Rod about the fixed crank pin + slider + Hertz potential K δ^2.5/2.5 (crank at rest)."""
+    l = p.rod_length / 2
+    jb = p.rod_inertia + p.rod_mass * l * l
+    ke = 0.5 * jb * v[1] ** 2 + 0.5 * p.slider_mass * v[2] ** 2
+    c = p.crank_length * q[0:2] + p.rod_length * q[2:4]
+    d = jnp.maximum(jnp.linalg.norm(c - jnp.array([q[4], 0.0])) - p.joint.clearance, 0.0)
+    return ke + p.joint.stiffness * d ** 2.5 / 2.5
+
+
+def test_frictionless_undamped_impacts_conserve_energy():
+    # Crank at rest, no gravity: the rod swings about B and the journal bounces in the
+    # bearing 30+ times; with the Hertz law and no friction the energy is a constant.
+    jc = joints.JointConfig(normal_law="hertz", friction="none")
+    cfg = sc.Config(dt=1e-6, n_saves=100, save_every=100, joint=jc, outputs=())
+    p = sc.benchmark_params(clearance=0.1e-3, crank_speed_rpm=0.0, friction_coefficient=0.0)
+    p = p._replace(gravity=jnp.asarray(0.0))
+    q0 = jnp.array([1.0, 0.0, 1.0, 0.0, 0.17])
+    v0 = jnp.array([0.0, 3.0, 0.5])
+    r = _run(cfg, p, (q0, v0))
+    assert int(r.acc.impacts[0]) >= 20
+    e0, e1 = _energy(q0, v0, p), _energy(r.q, r.v, p)
+    assert abs(float((e1 - e0) / e0)) < 2e-3  # leapfrog: bounded energy error, measured 6e-4
+
+
+def test_damped_impacts_dissipate_energy():
+    cfg = sc.Config(dt=1e-6, n_saves=100, save_every=100, outputs=())
+    p = sc.benchmark_params(clearance=0.1e-3, crank_speed_rpm=0.0, friction_coefficient=0.0,
+                            restitution=0.7)._replace(gravity=jnp.asarray(0.0))
+    q0 = jnp.array([1.0, 0.0, 1.0, 0.0, 0.17])
+    v0 = jnp.array([0.0, 3.0, 0.5])
+    r = _run(cfg, p, (q0, v0))
+    assert float(_energy(r.q, r.v, p)) < 0.9 * float(_energy(q0, v0, p))
+
+
+@pytest.mark.parametrize("scheme", ["leapfrog", "rk4"])
+def test_first_impact_peak_converges_as_dt_halves(scheme):
+    # Reference: RK4 at dt = 2.5e-7 s gives 46739.0 N for the first impact (t ≈ 0.23 ms).
+    ref = 46738.98
+    errs = []
+    for dt in (4e-6, 2e-6, 1e-6, 5e-7):
+        n = int(round(0.4e-3 / dt))
+        cfg = sc.Config(dt=dt, n_saves=1, save_every=n, outputs=(), scheme=scheme)
+        r = _run(cfg, sc.benchmark_params(clearance=0.5e-3))
+        errs.append(abs(float(r.acc.peak_force[0]) - ref) / ref)
+    assert all(b < a for a, b in zip(errs, errs[1:])), errs
+    assert errs[-1] < 2e-3, errs
+
+
+def test_small_clearance_approaches_ideal_joint_reaction():
+    errs = []
+    for c in (1e-4, 1e-5, 1e-6):
+        cfg = sc.Config(dt=1e-6, n_saves=240, save_every=100, outputs=("contact_force_N",))
+        p = sc.benchmark_params(clearance=c, restitution=0.5, steady_start=0.012)
+        r = _run(cfg, p)
+        t = (np.arange(240) + 1) * 100 * 1e-6
+        ideal = np.asarray(sc.ideal(p, t)["reaction_rod_slider"])
+        f = np.asarray(r.history["contact_force_N"][:, 0])
+        m = t >= 0.012
+        errs.append(np.sqrt(np.mean((f[m] - ideal[m]) ** 2)) / ideal[m].max())
+    assert errs[0] > errs[1] > errs[2]
+    assert errs[2] < 5e-3  # measured 1.2e-3 at c = 1 µm
+
+
+def test_ideal_mechanism_kinematics_and_reaction():
+    p = sc.benchmark_params()
+    t = jnp.linspace(0, 0.012, 2001)
+    ide = sc.ideal(p, t)
+    w = p.crank_speed
+    # Slider acceleration of the exact kinematics against the slider position differentiated twice.
+    x = np.asarray(ide["slider_position"])
+    h = float(t[1] - t[0])
+    xdd_fd = (x[2:] - 2 * x[1:-1] + x[:-2]) / h ** 2
+    np.testing.assert_allclose(np.asarray(ide["slider_acceleration"])[1:-1], xdd_fd, rtol=0, atol=2e-3 * 19420)
+    # Peak ideal slider acceleration r ω² (1 + r/L) at TDC.
+    assert abs(float(jnp.max(jnp.abs(ide["slider_acceleration"]))) - 0.05 * w ** 2 * (1 + 0.05 / 0.12)) < 1.0
+
+
+@pytest.mark.parametrize("joint", ["rod_slider", "crank_rod", "both"])
+def test_slider_stays_within_clearance_of_ideal_motion(joint):
+    # With a small clearance the slider may deviate from the ideal mechanism only by what the
+    # journal offsets (clearance + penetration per joint) allow: a kinematic bound that fails
+    # for wrong signs in the dynamics or the joint geometry.
+    c = 2e-5
+    n_j = 2 if joint == "both" else 1
+    cfg = sc.Config(clearance_joint=joint, dt=1e-6, n_saves=120, save_every=100,
+                    outputs=("slider_position_m", "penetration_m"))
+    p = sc.benchmark_params(clearance=c, n_joints=n_j, restitution=0.5)
+    r = _run(cfg, p)
+    t = (np.arange(120) + 1) * 100 * 1e-6
+    x_ideal = np.asarray(sc.ideal(p, t)["slider_position"])
+    dev = np.abs(np.asarray(r.history["slider_position_m"]) - x_ideal)
+    pen = float(np.max(r.history["penetration_m"]))
+    assert bool(r.acc.finite)
+    # An offset e of the journal moves the slider by at most |e|(1 + tan φ_max), tan φ_max = r/√(L² − r²).
+    lever = 1 + 0.05 / np.sqrt(0.12 ** 2 - 0.05 ** 2)
+    assert dev.max() <= 1.02 * n_j * (c + pen) * lever, (dev.max(), pen)
+    assert dev.max() > 0.1 * c  # the clearance does show
+
+
+def test_two_joints_raise_peaks_over_one():
+    cfg1 = sc.Config(clearance_joint="rod_slider", dt=1e-6, n_saves=60, save_every=100, outputs=())
+    cfg2 = sc.Config(clearance_joint="both", dt=1e-6, n_saves=60, save_every=100, outputs=())
+    r1 = _run(cfg1, sc.benchmark_params(clearance=0.25e-3))
+    r2 = _run(cfg2, sc.benchmark_params(clearance=0.25e-3, n_joints=2))
+    assert float(r2.acc.peak_acc) > float(r1.acc.peak_acc)
+
+
+def test_point_profile_of_a_circle_matches_the_analytic_joint():
+    # Seed-000 point detection with sub-grid refinement on a circular bushing against the
+    # analytic circle: same first-impact peak force to 1e-4.
+    c = 0.5e-3
+    n = 400
+    cfg_a = sc.Config(dt=1e-6, n_saves=1, save_every=n, outputs=())
+    cfg_p = sc.Config(dt=1e-6, n_saves=1, save_every=n, outputs=(),
+                      joint=joints.JointConfig(geometry="points", n_points=72, max_regions=4, refine=True))
+    ra = _run(cfg_a, sc.benchmark_params(clearance=c))
+    rp = _run(cfg_p, sc.benchmark_params(clearance=c, points=profiles.circle(10e-3 + c, 72)))
+    fa, fp = float(ra.acc.peak_force[0]), float(rp.acc.peak_force[0])
+    assert abs(fp - fa) / fa < 1e-4
+    assert int(ra.acc.impacts[0]) == int(rp.acc.impacts[0]) == 1
+
+
+def test_vmap_equals_single_runs_and_nonfinite_is_isolated():
+    cfg = sc.Config(dt=1e-6, n_saves=10, save_every=100, outputs=("contact_force_N",))
+    cs = jnp.array([0.5e-3, 0.1e-3, 0.02e-3])
+    es = jnp.array([0.9, jnp.nan, 0.8])  # the middle variant is poisoned
+    pb = jax.vmap(lambda c, e: sc.benchmark_params(clearance=c, restitution=e))(cs, es)
+    rb = jax.jit(jax.vmap(lambda p: sc.simulate(cfg, p)))(pb)
+    assert list(np.asarray(rb.acc.finite)) == [True, False, True]
+    for i in (0, 2):
+        ri = _run(cfg, sc.benchmark_params(clearance=cs[i], restitution=es[i]))
+        np.testing.assert_allclose(rb.acc.peak_force[i], ri.acc.peak_force, rtol=1e-12)
+        np.testing.assert_allclose(rb.history["contact_force_N"][i], ri.history["contact_force_N"], rtol=1e-12, atol=1e-9)
+
+
+def test_grad_through_contact_onset_is_finite_and_matches_fd():
+    cfg = sc.Config(dt=1e-6, n_saves=1, save_every=300, outputs=())
+
+    def peak(c):
+        return sc.simulate(cfg, sc.benchmark_params(clearance=c)).acc.peak_force[0]
+
+    c0 = 0.5e-3
+    g = jax.jit(jax.grad(peak))(c0)
+    assert np.isfinite(float(g))
+    h = 1e-9
+    fd = (jax.jit(peak)(c0 + h) - jax.jit(peak)(c0 - h)) / (2 * h)
+    assert abs(float(g) - float(fd)) / abs(float(fd)) < 1e-3
+
+
+def test_float32_option_tracks_float64():
+    cfg = sc.Config(dt=1e-6, n_saves=1, save_every=400, outputs=())
+    p64 = sc.benchmark_params(clearance=0.25e-3)
+    p32 = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32), p64)
+    r64, r32 = _run(cfg, p64), _run(cfg, p32)
+    assert r32.q.dtype == jnp.float32 and r32.acc.peak_force.dtype == jnp.float32
+    assert abs(float(r32.acc.peak_force[0]) / float(r64.acc.peak_force[0]) - 1) < 0.02
