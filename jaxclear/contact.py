@@ -61,6 +61,22 @@ class ContactRegions(NamedTuple):
     mask: jax.Array
 
 
+_MATMUL_PREFIX_MAX_N = 512
+
+
+def _prefix_count(flags):
+    """Inclusive prefix count of a bool (N,) vector as int32.
+
+    For N <= 512 a product with the upper-triangular ones matrix (exact in float32 for these
+    counts): XLA's CPU cumsum is a serial reduce-window loop, the matmul is ~4x faster batched.
+    """
+    n = flags.shape[-1]
+    if n > _MATMUL_PREFIX_MAX_N:
+        return jnp.cumsum(flags.astype(jnp.int32))
+    tri = jnp.triu(jnp.ones((n, n), jnp.float32))
+    return jnp.round(flags.astype(jnp.float32) @ tri).astype(jnp.int32)
+
+
 def _region_labels(mask: jax.Array):
     """Circular-run labels of a boolean mask (N,), in order of first point; −1 off contact.
 
@@ -69,7 +85,7 @@ def _region_labels(mask: jax.Array):
     trailing part (the last start, label n_starts) is folded back onto 0.
     """
     starts = mask & ~jnp.roll(mask, 1)
-    cs = jnp.cumsum(starts.astype(jnp.int32))
+    cs = _prefix_count(starts)
     n_starts = cs[-1]
     wrap = (mask[0] & mask[-1]).astype(jnp.int32)
     lab = cs - 1 + wrap
@@ -113,8 +129,8 @@ def detect(points, pin_center, pin_radius, max_regions: int, refine: bool = Fals
     K = max_regions
 
     # --- mask and labels on squared distances (no sqrt over all N points)
-    v = p - c
-    dist2 = jnp.sum(v * v, axis=-1)
+    # Component-wise (not a sum over a trailing axis of 2): ~8x faster batched on CPU.
+    dist2 = (p[:, 0] - c[0]) ** 2 + (p[:, 1] - c[1]) ** 2
     mask = jax.lax.stop_gradient(dist2 < R * R)
     lab, n_regions = _region_labels(mask)
     in_slot = mask & (lab < K)

@@ -314,7 +314,7 @@ def _joint_phi(jt, params, q, t):
         )
     if isinstance(jt, Translational):
         _, phi_i = _pose(q, jt.i)
-        r_j, phi_j = _pose(q, jt.j)
+        _, phi_j = _pose(q, jt.j)
         u = _val(params, jt.axis).astype(dt)
         n = _rot(phi_j) @ perp(u / jnp.sqrt(jnp.sum(u * u)))
         d = point_position(q, jt.i, _val(params, jt.s_i).astype(dt)) - point_position(

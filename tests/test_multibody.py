@@ -170,14 +170,14 @@ def test_slider_crank_matches_closed_form(sc_run):
     err_x = np.max(np.abs(ys[:, 6] - x)) / np.max(np.abs(x))
     err_v = np.max(np.abs(ys[:, 15] - xd)) / np.max(np.abs(xd))
     err_a = np.max(np.abs(sc_run["qdd"][:, 6] - xdd)) / np.max(np.abs(xdd))
-    # measured (dt = 5 µs, RK4, α = β = 1000/s): ~1e-12 (x, v), ~1e-11 (a) of the peak values
+    # measured (dt = 5 µs, RK4, α = β = 1000/s): 1.3e-12 (x), 1.2e-11 (v), 2.5e-11 (a) of the peaks
     assert err_x < 1e-10, err_x
     assert err_v < 1e-10, err_v
     assert err_a < 1e-9, err_a
     # slider stays on its guide, crank follows the driver
     assert np.max(np.abs(ys[:, 7])) < 1e-11 and np.max(np.abs(ys[:, 8])) < 1e-11
     np.testing.assert_allclose(ys[:, 2], OMEGA * ts, rtol=0, atol=1e-10)
-    # constraint drift over two revolutions
+    # constraint drift over two revolutions (measured 1.3e-13)
     assert np.max(np.abs(sc_run["phi"])) < 1e-11
 
 
@@ -301,10 +301,10 @@ def test_double_pendulum_energy():
     E = np.asarray(energy(ys))
     scale = (M1 + M2) * 9.81 * (L1 + L2)  # ~25 J
     drift = np.max(np.abs(E - E0)) / scale
-    assert drift < 1e-6, drift  # measured ~1e-8
+    assert drift < 1e-6, drift  # measured 2.2e-8 (9e-8 with α = β = 0)
     assert np.ptp(ys[:, 5]) > 3.0  # the second link really swings
     drift_c = jax.jit(jax.vmap(lambda y: jnp.max(jnp.abs(mb.constraints(system, p, y[:6])))))(ys)
-    assert float(jnp.max(drift_c)) < 1e-8
+    assert float(jnp.max(drift_c)) < 1e-7  # measured 6e-9 (3e-7 with α = β = 0)
 
 
 # ----------------------------------------------------------------------------- small pieces
