@@ -334,7 +334,10 @@ def axes_values(spec):
             check_range(path, v)
         grid_paths.append(path)
         grid_vals.append(vals)
-    grid = np.array(list(itertools.product(*grid_vals)), float).reshape(-1, len(grid_paths))
+    if grid_paths:
+        grid = np.array(list(itertools.product(*grid_vals)), float).reshape(-1, len(grid_paths))
+    else:
+        grid = np.zeros((1, 0))  # no grid axis: one base variant
     if rand_paths:
         n = spec["sampling"]["n"]
         if n < 1:

@@ -1,0 +1,131 @@
+"""Spec validation, the sweep runner and the CLI end to end (small sizes)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxclear import spec as specmod, sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY = {
+    "sweep": {"name": "tiny"},
+    "integrator": {"dt_s": 2e-6, "t_end_s": 1.0e-3, "save_every": 10, "chunk_size": 2},
+    "outputs": {"plot_variants": 2},
+    "axes": {"joint.clearance_m": {"values": [0.5e-3, 0.1e-3, 0.02e-3]},
+             "model.crank_speed_rpm": {"values": [3000.0, 5000.0]}},
+}
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"joint": {"clearence_m": 1e-4}}, ["joint.clearence_m", "did you mean 'clearance_m'"]),
+    ({"joint": {"clearance_m": -1e-4}}, ["joint.clearance_m", "-0.0001", "allowed range"]),
+    ({"laws": {"restitution": "high"}}, ["laws.restitution", "'high'", "a number"]),
+    ({"laws": {"normal": "hertzz"}}, ["laws.normal", "did you mean 'hertz'"]),
+    ({"modle": {}}, ["[modle]", "did you mean 'model'"]),
+    ({"axes": {"profile.n_points": {"values": [8]}}}, ["profile.n_points", "cannot be swept"]),
+    ({"axes": {"joint.clearance_m": {"logspace": [0.0, 1e-3, 3]}}}, ["axes.joint.clearance_m", "> 0"]),
+    ({"axes": {"laws.restitution": {"values": [0.9, 1.5]}}}, ["laws.restitution", "1.5"]),
+    ({"integrator": {"dt_s": 1e-4}}, ["integrator.dt_s", "stability bound"]),
+    ({"profile": {"kind": "fourier", "fourier_a_m": [0.0, -8e-4]}, "joint": {"clearance_m": 5e-4}},
+     ["journal must be smaller than the bearing", "journal_radius_m"]),
+])
+def test_bad_specs_name_the_key_and_value(bad, words):
+    with pytest.raises(specmod.SpecError) as ei:
+        sp = specmod.load(bad)
+        sweep.plan(sp)
+    msg = str(ei.value)
+    for w in words:
+        assert w in msg, msg
+
+
+def test_axes_grid_and_random_samples():
+    sp = specmod.load({"sampling": {"n": 5, "seed": 1},
+                       "axes": {"joint.clearance_m": {"loguniform": [2e-5, 5e-4]},
+                                "model.crank_speed_rpm": {"linspace": [1000, 5000, 3]}}})
+    paths, vals = specmod.axes_values(sp)
+    assert paths == ["model.crank_speed_rpm", "joint.clearance_m"]
+    assert vals.shape == (15, 2)
+    assert np.all((vals[:, 1] >= 2e-5) & (vals[:, 1] <= 5e-4))
+    assert sorted(set(vals[:, 0])) == [1000, 3000, 5000]
+    _, again = specmod.axes_values(sp)
+    np.testing.assert_array_equal(vals, again)  # seeded
+
+
+def test_run_writes_everything_and_resumes(tmp_path):
+    out = tmp_path / "run"
+    table, summary, hists = sweep.run(TINY, out=out)
+    for f in ("metrics.csv", "summary.json", "histories/t_s.npy", "histories/contact_force_N.npy",
+              "plots/contact_force_vs_crank_angle.png", "plots/journal_orbits.png",
+              "plots/map_daf_contact_force_steady.png"):
+        assert (out / f).exists(), f
+    m = sweep.read_csv(out / "metrics.csv")
+    for col in ("clearance_m", "crank_speed_rpm", "peak_contact_force_N", "daf_contact_force",
+                "daf_slider_acceleration", "impacts", "free_flight_fraction", "finite",
+                "peak_contact_force_steady_N"):
+        assert col in m, col
+    assert len(m["clearance_m"]) == 6 and m["finite"].all()
+    s = json.loads((out / "summary.json").read_text())
+    for k in ("variants", "steps_per_variant", "dt_s", "wall_s", "compile_s", "variant_steps_per_s",
+              "device_kind", "device_count", "precision", "failed_variants", "steady_window"):
+        assert k in s, k
+    assert s["variants"] == 6 and s["failed_variants"] == []
+    h = np.load(out / "histories" / "contact_force_N.npy")
+    assert h.shape == (6, s["steps_per_variant"] // 10, 1)
+    # Bigger clearance, bigger first-impact peak (at each speed).
+    for rpm in (3000.0, 5000.0):
+        sel = m["crank_speed_rpm"] == rpm
+        order = np.argsort(m["clearance_m"][sel])
+        assert np.all(np.diff(m["peak_contact_force_N"][sel][order]) > 0)
+    # Resume: remove one finished chunk; the rerun recomputes only that one, same metrics.
+    (out / "chunks" / "chunk_00001.npz").unlink()
+    table2, summary2, _ = sweep.run(TINY, out=out)
+    for k in table:
+        np.testing.assert_array_equal(table[k], table2[k])
+    assert summary2["run_s"] < summary["run_s"]
+
+
+def test_float32_precision_option(tmp_path):
+    t64, _, _ = sweep.run(TINY)
+    spec = dict(TINY, integrator=dict(TINY["integrator"], precision="float32"))
+    t32, s32, _ = sweep.run(spec)
+    assert s32["precision"] == "float32"
+    rel = np.abs(t32["peak_contact_force_N"] / t64["peak_contact_force_N"] - 1)
+    assert rel.max() < 0.05, rel
+
+
+def test_cli_run_with_set_override(tmp_path):
+    spec = tmp_path / "s.toml"
+    spec.write_text("""
+[sweep]
+name = "cli"
+[integrator]
+dt_s = 2e-6
+t_end_s = 5e-4
+save_every = 10
+[axes]
+"joint.clearance_m" = { values = [0.5e-3, 0.25e-3] }
+""")
+    out = tmp_path / "o"
+    r = subprocess.run([sys.executable, "-m", "jaxclear.cli", "run", str(spec), "--out", str(out),
+                        "--set", "model.crank_speed_rpm=3000", "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "peak_contact_force_N" in r.stdout
+    m = sweep.read_csv(out / "metrics.csv")
+    assert list(m["clearance_m"]) == [0.5e-3, 0.25e-3]
+    bad = subprocess.run([sys.executable, "-m", "jaxclear.cli", "run", str(spec), "--set", "joint.clearance_m=-1"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "joint.clearance_m" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_shipped_specs_validate():
+    for f in sorted((ROOT / "sweeps").glob("*.toml")):
+        pl = sweep.plan(specmod.load(f))
+        assert pl.n_variants >= 1, f
+    assert sweep.plan(specmod.load(ROOT / "sweeps" / "bench_slider_crank.toml")).n_variants == 1024
+    fl = sweep.plan(specmod.load(ROOT / "sweeps" / "flores_slider_crank.toml"))
+    assert abs(fl.t_end - 2 * 60 / 5000) < 2e-6
