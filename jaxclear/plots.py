@@ -9,6 +9,7 @@ import matplotlib
 if "ipykernel" not in __import__("sys").modules:
     matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
 
@@ -66,6 +67,7 @@ def amplification_map(ax, table, xkey, ykey, zkey):
         im = ax.scatter(x, y, c=z, s=12)
     if logx:
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel(_label(xkey))
     ax.set_ylabel(_label(ykey))
     plt.colorbar(im, ax=ax, label=_label(zkey) + " (max over other axes)")
