@@ -126,14 +126,15 @@ def _rotate_back(rot, v):
     return jnp.stack([c * v[..., 0] + s * v[..., 1], -s * v[..., 0] + c * v[..., 1]], axis=-1)
 
 
-def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory, prev_active):
+def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory):
     """Contact forces of one clearance joint and the updated impact-velocity memory.
 
     memory: impact velocity δ̇⁻ [m/s] per slot (circle: shape (1,)) or per profile point
-    (points: shape (N,)), as carried from the previous step; prev_active: matching bool mask
-    (circle: (1,), points: (N,) in-contact mask of the previous step).
-    Returns (JointForce, new_memory, new_prev_active).
+    (points: shape (N,)), as carried from the previous step.  The memory is 0 exactly where
+    there was no contact and ≥ a floor where there was, so it also is the previous contact mask
+    (one carry leaf instead of two).  Returns (JointForce, new_memory).
     """
+    prev_active = memory > 0
     e_glob = kin.r_j - kin.r_b
     e_loc = _rotate_back(kin.rot_b, e_glob)
     if cfg.geometry == "circle":
@@ -169,11 +170,10 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory, pre
         started = active & ~prev_active
         dd_minus = jnp.where(started, jnp.maximum(delta_dot, _DDM_FLOOR), memory)
         dd_minus = jnp.where(active, dd_minus, 0.0)
-        new_memory, new_prev = dd_minus, active
+        new_memory = dd_minus
         new_impacts = jnp.sum(started.astype(jnp.int32))
     else:
         dd_minus, new_memory = contact.update_impact_memory(reg, prev_active, memory, delta_dot)
-        new_prev = reg.mask
         # A region is new when none of its points was in contact at the previous step.
         inherited = _regions_with_history(reg, prev_active, cfg.max_regions)
         new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
@@ -187,7 +187,7 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory, pre
     out = JointForce(force=force, f_slots=f_slots, p_j=p_j, p_b=p_b, normal_force=fn,
                      depth=jnp.where(active, depth, 0.0), active=active, n_regions=n_regions,
                      new_impacts=new_impacts, e_local=e_loc)
-    return out, new_memory, new_prev
+    return out, new_memory
 
 
 def _regions_with_history(reg, prev_mask, k):
@@ -205,6 +205,5 @@ def moment(force_slots, points, about):
 
 
 def initial_memory(cfg: JointConfig, dtype=jnp.float64):
-    """Zero impact memory and an all-false contact mask for a joint."""
-    m = cfg.memory_size
-    return jnp.zeros((m,), dtype), jnp.zeros((m,), bool)
+    """Zero impact memory (no contact anywhere) for a joint."""
+    return jnp.zeros((cfg.memory_size,), dtype)

@@ -37,7 +37,7 @@ def _applied(jp):
         c = r_rod + 0.5 * L * u
         vc = qd[3:5] + 0.5 * L * qd[5] * jnp.stack([-u[1], u[0]])
         kin = joints.JointKinematics(c, vc, qd[5], q[6:8], qd[6:8], jnp.array([1.0, 0.0]), 0.0)
-        jf, _, _ = joints.evaluate(JC, jp, kin, jnp.zeros(1), jnp.zeros(1, bool))
+        jf, _ = joints.evaluate(JC, jp, kin, jnp.zeros(1))
         f = jf.force
         a = jnp.array([[jnp.cos(phi), jnp.sin(phi)], [-jnp.sin(phi), jnp.cos(phi)]])
         s_rod = a @ (jf.p_j[0] - r_rod)

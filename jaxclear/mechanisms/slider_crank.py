@@ -195,13 +195,13 @@ def _accel_rod_slider(cfg, p, q, v, aux, t):
     zero2 = jnp.zeros(2, q.dtype)
     kin = _joint_kin(c, vc, w2, jnp.stack([x3, 0.0 * x3]), jnp.stack([v3, 0.0 * v3]),
                      jnp.array([1.0, 0.0], q.dtype), 0.0 * w2)
-    jf, mem, prev = joints.evaluate(cfg.joint, p.joint, kin, aux[0][0], aux[1][0])
+    jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
     jb = p.rod_inertia + p.rod_mass * l * l
     tau = (-p.rod_mass * l * jnp.dot(up, ab) - p.rod_mass * p.gravity * l * u[0]
            + joints.moment(jf.f_slots, jf.p_j, b))
     a = jnp.stack([alpha, tau / jb, -jf.force[0] / p.slider_mass])
     del zero2
-    return a, ((mem,), (prev,)), (jf,)
+    return a, mem[None], (jf,)
 
 
 def _accel_crank_rod(cfg, p, q, v, aux, t):
@@ -215,7 +215,7 @@ def _accel_crank_rod(cfg, p, q, v, aux, t):
     a_end = cpt - L * u
     va = jnp.stack([v3, 0.0 * v3]) - L * w2 * up
     kin = _joint_kin(b, vb, v[0], a_end, va, u, w2)
-    jf, mem, prev = joints.evaluate(cfg.joint, p.joint, kin, aux[0][0], aux[1][0])
+    jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
     m2, m3 = p.rod_mass, p.slider_mass
     qx = -jf.force[0]
     qphi = joints.moment(-jf.f_slots, jf.p_b, cpt) + l * m2 * p.gravity * u[0]
@@ -225,7 +225,7 @@ def _accel_crank_rod(cfg, p, q, v, aux, t):
     xdd = (m22 * r1 - m12 * qphi) / det
     phidd = (m11 * qphi - m12 * r1) / det
     a = jnp.stack([alpha, phidd, xdd])
-    return a, ((mem,), (prev,)), (jf,)
+    return a, mem[None], (jf,)
 
 
 def _accel_both(cfg, p, q, v, aux, t):
@@ -241,16 +241,16 @@ def _accel_both(cfg, p, q, v, aux, t):
     a_end, va = g2 - l * u, vg - l * w2 * up
     c_end, vc = g2 + l * u, vg + l * w2 * up
     kin1 = _joint_kin(b, vb, v[0], a_end, va, u, w2)
-    jf1, mem1, prev1 = joints.evaluate(cfg.joint, jp1, kin1, aux[0][0], aux[1][0])
+    jf1, mem1 = joints.evaluate(cfg.joint, jp1, kin1, aux[0])
     kin2 = _joint_kin(c_end, vc, w2, jnp.stack([x3, 0.0 * x3]), jnp.stack([v3, 0.0 * v3]),
                       jnp.array([1.0, 0.0], q.dtype), 0.0 * w2)
-    jf2, mem2, prev2 = joints.evaluate(cfg.joint, jp2, kin2, aux[0][1], aux[1][1])
+    jf2, mem2 = joints.evaluate(cfg.joint, jp2, kin2, aux[1])
     m2 = p.rod_mass
     ag = (-jf1.force + jf2.force) / m2 + _gravity(p)
     tau = joints.moment(-jf1.f_slots, jf1.p_b, g2) + joints.moment(jf2.f_slots, jf2.p_j, g2)
     a = jnp.concatenate([jnp.stack([alpha, tau / p.rod_inertia]), ag,
                          jnp.stack([-jf2.force[0] / p.slider_mass])])
-    return a, ((mem1, mem2), (prev1, prev2)), (jf1, jf2)
+    return a, jnp.stack([mem1, mem2]), (jf1, jf2)
 
 
 _ACCEL = {"rod_slider": _accel_rod_slider, "crank_rod": _accel_crank_rod, "both": _accel_both}
@@ -272,8 +272,8 @@ def initial_state(cfg: Config, p: Params):
     else:
         q = jnp.stack([one, zero, one, zero, r + L])
         v = jnp.stack([w, w2, zero])
-    mems = tuple(joints.initial_memory(cfg.joint, dt) for _ in range(cfg.n_joints))
-    aux = (tuple(m[0] for m in mems), tuple(m[1] for m in mems))
+    # Impact-velocity memory of every joint, packed as one (J, M) array.
+    aux = jnp.stack([joints.initial_memory(cfg.joint, dt) for _ in range(cfg.n_joints)])
     return q, v, aux
 
 
