@@ -28,6 +28,7 @@ from typing import Callable, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 SCHEMES = ("leapfrog", "symplectic_euler", "rk4")
 _OMEGA_DT_MAX = {"leapfrog": 2.0, "symplectic_euler": 2.0, "rk4": 2.785}
@@ -100,22 +101,37 @@ def simulate(step, params, state0: State, acc0, reduce: Callable, n_saves: int, 
     memory is O(n_saves + save_every) instead of O(steps).
     """
 
-    def inner(carry, i):
-        s, acc = carry
+    # The carry travels as per-variant scalars: under vmap a (B, 5) state is read with stride 5
+    # (no SIMD); B-contiguous leaves vectorise, and XLA folds the stack/slice pairs away.
+    treedef = jax.tree_util.tree_structure((state0, acc0))
+    shapes = [jnp.shape(x) for x in jax.tree_util.tree_leaves((state0, acc0))]
+
+    small = [int(np.prod(sh)) <= 16 for sh in shapes]  # long per-point memories stay arrays
+
+    def split(c):
+        return tuple(tuple(jnp.ravel(x)[k] for k in range(int(np.prod(sh)))) if sm else x
+                     for x, sh, sm in zip(jax.tree_util.tree_leaves(c), shapes, small))
+
+    def join(t):
+        leaves = [(jnp.stack(parts).reshape(sh) if sh else parts[0]) if sm else parts
+                  for parts, sh, sm in zip(t, shapes, small)]
+        return jax.tree_util.tree_unflatten(treedef, leaves)
+
+    def inner(carry_t, i):
+        s, acc = join(carry_t)
         s, out = step(params, s, i)
-        return (s, reduce(acc, out, i)), None
+        return split((s, reduce(acc, out, i))), None
 
     def block(carry, j):
         idx = j * save_every + jnp.arange(save_every)
         body = lambda c: jax.lax.scan(inner, c, idx)[0]
         if checkpoint:
             body = jax.checkpoint(body)
-        carry = body(carry)
-        # Re-evaluate nothing: the saved sample is the state's model output at the block end.
-        return carry, None
+        return body(carry), None
 
     if save is None:
-        (s, acc), _ = jax.lax.scan(block, (state0, acc0), jnp.arange(n_saves))
+        c, _ = jax.lax.scan(block, split((state0, acc0)), jnp.arange(n_saves))
+        s, acc = join(c)
         return s, acc, None
 
     def block_save(carry, j):
@@ -123,15 +139,16 @@ def simulate(step, params, state0: State, acc0, reduce: Callable, n_saves: int, 
 
         def run(c):
             c, _ = jax.lax.scan(inner, c, idx[:-1])
-            s, acc = c
+            s, acc = join(c)
             s, out = step(params, s, idx[-1])
-            return (s, reduce(acc, out, idx[-1])), save(out)
+            return split((s, reduce(acc, out, idx[-1]))), save(out)
 
         if checkpoint:
             run = jax.checkpoint(run)
         return run(carry)
 
-    (s, acc), hist = jax.lax.scan(block_save, (state0, acc0), jnp.arange(n_saves))
+    c, hist = jax.lax.scan(block_save, split((state0, acc0)), jnp.arange(n_saves))
+    s, acc = join(c)
     return s, acc, hist
 
 
