@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import __version__, integrate, joints, laws, profiles, spec as specmod
+from . import __version__, integrate, joints, laws, metrics, profiles, spec as specmod
 from .mechanisms import slider_crank as sc
 
 JOINT_NAMES = {"rod_slider": ("rod_slider",), "crank_rod": ("crank_rod",), "both": ("crank_rod", "rod_slider")}
@@ -254,6 +254,18 @@ def _ideal_peaks_batch(p, t_end, n_samples):
     return jax.vmap(lambda pp: sc.ideal_peaks(pp, t_end, pp.steady_start, n_samples=n_samples))(p)
 
 
+def _peak_columns(out, what, unit, ideal_col, peak, peak_s, ideal, ideal_s):
+    """peak_<what><unit>, its steady twin, the ideal peak, DE (seed 001) and plain ratios."""
+    out[f"peak_{what}{unit}"] = peak
+    out[f"peak_{what}_steady{unit}"] = peak_s
+    out[ideal_col] = ideal
+    out[ideal_col.replace(unit, "_steady" + unit)] = ideal_s
+    out[f"daf_{what}"] = metrics.amplification(peak, ideal)
+    out[f"daf_{what}_steady"] = metrics.amplification(peak_s, ideal_s)
+    out[f"ratio_{what}"] = peak / ideal
+    out[f"ratio_{what}_steady"] = peak_s / ideal_s
+
+
 def chunk_metrics(spec, plan_: Plan, p, res, n_real):
     """Metrics table rows (dict of arrays) for one chunk."""
     t_end = plan_.t_end
@@ -266,27 +278,13 @@ def chunk_metrics(spec, plan_: Plan, p, res, n_real):
     ideal_steady = {k: np.asarray(v)[:n_real] for k, v in ideal_steady.items()}
     names = JOINT_NAMES[plan_.cfg.clearance_joint]
     out = {}
-    pf = acc.peak_force.max(axis=1)
-    pfs = acc.peak_force_steady.max(axis=1)
     ref = np.maximum.reduce([ideal_full["reaction_" + n] for n in names])
     refs = np.maximum.reduce([ideal_steady["reaction_" + n] for n in names])
-    out["peak_contact_force_N"] = pf
-    out["peak_contact_force_steady_N"] = pfs
-    out["ideal_peak_reaction_N"] = ref
-    out["ideal_peak_reaction_steady_N"] = refs
-    out["daf_contact_force"] = (pf - ref) / ref
-    out["daf_contact_force_steady"] = (pfs - refs) / refs
-    out["ratio_contact_force"] = pf / ref
-    out["ratio_contact_force_steady"] = pfs / refs
-    pa, pas = acc.peak_acc, acc.peak_acc_steady
-    ia, ias = ideal_full["slider_acceleration"], ideal_steady["slider_acceleration"]
-    out["peak_slider_acceleration_m_per_s2"] = pa
-    out["peak_slider_acceleration_steady_m_per_s2"] = pas
-    out["ideal_peak_slider_acceleration_m_per_s2"] = ia
-    out["daf_slider_acceleration"] = (pa - ia) / ia
-    out["daf_slider_acceleration_steady"] = (pas - ias) / ias
-    out["ratio_slider_acceleration"] = pa / ia
-    out["ratio_slider_acceleration_steady"] = pas / ias
+    _peak_columns(out, "contact_force", "_N", "ideal_peak_reaction_N",
+                  acc.peak_force.max(axis=1), acc.peak_force_steady.max(axis=1), ref, refs)
+    _peak_columns(out, "slider_acceleration", "_m_per_s2", "ideal_peak_slider_acceleration_m_per_s2",
+                  acc.peak_acc, acc.peak_acc_steady,
+                  ideal_full["slider_acceleration"], ideal_steady["slider_acceleration"])
     n = np.maximum(acc.steps, 1)[:, None]
     free = (acc.steps[:, None] - acc.contact_steps) / n
     imp = acc.impact_steps / n
@@ -299,7 +297,7 @@ def chunk_metrics(spec, plan_: Plan, p, res, n_real):
     if len(names) > 1:
         for j, nm in enumerate(names):
             out[f"peak_contact_force_{nm}_N"] = acc.peak_force[:, j]
-            out[f"daf_contact_force_{nm}"] = (acc.peak_force[:, j] - ideal_full["reaction_" + nm]) / ideal_full["reaction_" + nm]
+            out[f"daf_contact_force_{nm}"] = metrics.amplification(acc.peak_force[:, j], ideal_full["reaction_" + nm])
             out[f"impacts_{nm}"] = acc.impacts[:, j]
             out[f"free_flight_fraction_{nm}"] = free[:, j]
             out[f"impact_fraction_{nm}"] = imp[:, j]

@@ -179,6 +179,11 @@ def _gravity(p):
     return jnp.stack([jnp.zeros_like(p.gravity), -p.gravity])
 
 
+def _on_x_axis(x, xd):
+    """Position and velocity of a point sliding on the x axis (the slider, its pin)."""
+    return jnp.stack([x, 0.0 * x]), jnp.stack([xd, 0.0 * xd])
+
+
 def _joint_kin(r_j, v_j, w_j, r_b, v_b, rot_b, w_b):
     return joints.JointKinematics(r_j, v_j, w_j, r_b, v_b, rot_b, w_b)
 
@@ -192,15 +197,12 @@ def _accel_rod_slider(cfg, p, q, v, aux, t):
     L, l = p.rod_length, 0.5 * p.rod_length
     c = b + L * u
     vc = vb + L * w2 * up
-    zero2 = jnp.zeros(2, q.dtype)
-    kin = _joint_kin(c, vc, w2, jnp.stack([x3, 0.0 * x3]), jnp.stack([v3, 0.0 * v3]),
-                     jnp.array([1.0, 0.0], q.dtype), 0.0 * w2)
+    kin = _joint_kin(c, vc, w2, *_on_x_axis(x3, v3), jnp.array([1.0, 0.0], q.dtype), 0.0 * w2)
     jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
     jb = p.rod_inertia + p.rod_mass * l * l
     tau = (-p.rod_mass * l * jnp.dot(up, ab) - p.rod_mass * p.gravity * l * u[0]
            + joints.moment(jf.f_slots, jf.p_j, b))
     a = jnp.stack([alpha, tau / jb, -jf.force[0] / p.slider_mass])
-    del zero2
     return a, mem[None], (jf,)
 
 
@@ -211,9 +213,9 @@ def _accel_crank_rod(cfg, p, q, v, aux, t):
     w2 = v[1]
     x3, v3 = q[4], v[2]
     L, l = p.rod_length, 0.5 * p.rod_length
-    cpt = jnp.stack([x3, 0.0 * x3])
+    cpt, vcpt = _on_x_axis(x3, v3)
     a_end = cpt - L * u
-    va = jnp.stack([v3, 0.0 * v3]) - L * w2 * up
+    va = vcpt - L * w2 * up
     kin = _joint_kin(b, vb, v[0], a_end, va, u, w2)
     jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
     m2, m3 = p.rod_mass, p.slider_mass
@@ -242,8 +244,7 @@ def _accel_both(cfg, p, q, v, aux, t):
     c_end, vc = g2 + l * u, vg + l * w2 * up
     kin1 = _joint_kin(b, vb, v[0], a_end, va, u, w2)
     jf1, mem1 = joints.evaluate(cfg.joint, jp1, kin1, aux[0])
-    kin2 = _joint_kin(c_end, vc, w2, jnp.stack([x3, 0.0 * x3]), jnp.stack([v3, 0.0 * v3]),
-                      jnp.array([1.0, 0.0], q.dtype), 0.0 * w2)
+    kin2 = _joint_kin(c_end, vc, w2, *_on_x_axis(x3, v3), jnp.array([1.0, 0.0], q.dtype), 0.0 * w2)
     jf2, mem2 = joints.evaluate(cfg.joint, jp2, kin2, aux[1])
     m2 = p.rod_mass
     ag = (-jf1.force + jf2.force) / m2 + _gravity(p)
