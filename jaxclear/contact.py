@@ -186,6 +186,13 @@ def detect(points, pin_center, pin_radius, max_regions: int, refine: bool = Fals
 
 
 def update_impact_memory(regions: ContactRegions, prev_mask, point_memory, region_delta_dot, floor: float = 1e-6):
+    """Impact-velocity memory by region overlap; see ``_impact_memory`` (drops its third output,
+    the (K,) mask of regions that continue a previous contact)."""
+    out, new_mem, _ = _impact_memory(regions, prev_mask, point_memory, region_delta_dot, floor)
+    return out, new_mem
+
+
+def _impact_memory(regions: ContactRegions, prev_mask, point_memory, region_delta_dot, floor: float = 1e-6):
     """Impact-velocity memory δ̇⁻ by overlap of contact regions between two steps.
 
     point_memory (N,) holds δ̇⁻ (m/s) per profile point from the previous step (0 off contact).
@@ -206,10 +213,10 @@ def update_impact_memory(regions: ContactRegions, prev_mask, point_memory, regio
     carried = in_slot & jnp.asarray(prev_mask) & (mem > 0)
     seg = jnp.where(in_slot, labels, K)
     inherited = jax.ops.segment_max(jnp.where(carried, mem, -jnp.inf), seg, num_segments=K + 1)[:K]
-    has = jax.ops.segment_max(carried.astype(jnp.int32), seg, num_segments=K + 1)[:K] > 0
+    has = inherited > 0  # carried points have memory > 0; one scatter instead of two
     fresh = jnp.maximum(vdot, floor)
     out = jnp.where(has, jnp.where(has, inherited, 0.0), fresh)
     out = jnp.where(regions.active, out, 0.0)
     out_ext = jnp.concatenate([out, jnp.zeros((1,), dt)])
     new_mem = jnp.where(in_slot, out_ext[seg], 0.0)
-    return out, new_mem
+    return out, new_mem, has

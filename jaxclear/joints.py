@@ -173,9 +173,9 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory):
         new_memory = dd_minus
         new_impacts = jnp.sum(started.astype(jnp.int32))
     else:
-        dd_minus, new_memory = contact.update_impact_memory(reg, prev_active, memory, delta_dot)
         # A region is new when none of its points was in contact at the previous step.
-        inherited = _regions_with_history(reg, prev_active, cfg.max_regions)
+        dd_minus, new_memory, inherited = contact._impact_memory(reg, prev_active, memory, delta_dot,
+                                                                     floor=_DDM_FLOOR)
         new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
 
     fn = laws.normal_force(cfg.normal_law, depth, delta_dot, dd_minus, p.stiffness,
@@ -188,15 +188,6 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory):
                      depth=jnp.where(active, depth, 0.0), active=active, n_regions=n_regions,
                      new_impacts=new_impacts, e_local=e_loc)
     return out, new_memory
-
-
-def _regions_with_history(reg, prev_mask, k):
-    import jax
-
-    both = reg.mask & prev_mask
-    ids = jnp.where(both, reg.labels, k)
-    hit = jax.ops.segment_max(both.astype(jnp.int32), ids, num_segments=k + 1)[:k]
-    return hit > 0
 
 
 def moment(force_slots, points, about):
