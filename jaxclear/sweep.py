@@ -55,8 +55,8 @@ def make_config(spec, t_end) -> sc.Config:
         method = "analytic" if pr["kind"] == "circle" else "points"
     geom = "circle" if method == "analytic" else "points"
     n_points = pr["n_points"] if geom == "points" else 0
-    if pr["kind"] == "measured" and geom == "points" and not n_points:
-        n_points = len(profiles.measured(path=_profile_path(spec)))
+    if pr["kind"] == "measured":
+        n_points = len(_measured(spec, None)) if not n_points else n_points
     jc = joints.JointConfig(geometry=geom, n_points=n_points,
                             max_regions=pr["max_regions"] if geom == "points" else 1,
                             refine=pr["refine"], normal_law=lw["normal"], friction=lw["friction"])
@@ -68,6 +68,15 @@ def make_config(spec, t_end) -> sc.Config:
     return sc.Config(clearance_joint=spec["model"]["clearance_joint"], joint=jc, scheme=it["scheme"],
                      dt=dt, n_saves=n_saves, save_every=save_every,
                      outputs=tuple(spec["outputs"]["histories"]), min_continuous_steps=min_cont).validate()
+
+
+def _measured(spec, n_points):
+    """Measured bushing points from profile.path (CSV), errors re-raised naming the key."""
+    path = _profile_path(spec)
+    try:
+        return np.asarray(profiles.measured(path=path, n_points=n_points))
+    except ValueError as e:
+        raise specmod.SpecError(f"profile.path = {str(path)!r}: {e}") from None
 
 
 def _profile_path(spec):
@@ -128,8 +137,7 @@ def _profile_points(spec, flat, rb, n_points, dtype):
     if kind == "wear_patch":
         return profiles.wear_patch(rb, w, ang, jnp.deg2rad(flat["profile.wear_half_width_deg"]), n_points)
     if kind == "measured":
-        pts = np.asarray(profiles.measured(path=_profile_path(spec), n_points=n_points))
-        return jnp.asarray(pts, dtype)
+        return jnp.asarray(_measured(spec, n_points), dtype)
     raise specmod.SpecError(f"profile.kind = {kind!r}")
 
 
