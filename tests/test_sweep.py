@@ -69,6 +69,9 @@ def test_run_writes_everything_and_resumes(tmp_path):
                 "peak_contact_force_steady_N"):
         assert col in m, col
     assert len(m["clearance_m"]) == 6 and m["finite"].all()
+    # Every step is free flight, impact or continuous contact.
+    total = m["free_flight_fraction"] + m["impact_fraction"] + m["continuous_contact_fraction"]
+    np.testing.assert_allclose(total, 1.0, rtol=0, atol=1e-12)
     s = json.loads((out / "summary.json").read_text())
     for k in ("variants", "steps_per_variant", "dt_s", "wall_s", "compile_s", "variant_steps_per_s",
               "device_kind", "device_count", "precision", "failed_variants", "steady_window"):
