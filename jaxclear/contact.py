@@ -64,6 +64,15 @@ class ContactRegions(NamedTuple):
 _MATMUL_PREFIX_MAX_N = 512
 
 
+def _take_small(table, ids):
+    """table[ids] for a short (K+1,) table as a chain of selects: one fused elementwise pass,
+    where a per-point gather is a slow serial loop on XLA:CPU."""
+    out = jnp.broadcast_to(table[0], ids.shape)
+    for k in range(1, table.shape[0]):
+        out = jnp.where(ids == k, table[k], out)
+    return out
+
+
 def _prefix_count(flags):
     """Inclusive prefix count of a bool (N,) vector as int32.
 
@@ -140,7 +149,7 @@ def detect(points, pin_center, pin_radius, max_regions: int, refine: bool = Fals
     key = jax.lax.stop_gradient(jnp.where(in_slot, -dist2, -jnp.inf))
     best = jax.ops.segment_max(key, seg, num_segments=K + 1)
     kk = jnp.arange(n, dtype=jnp.int32)
-    is_best = in_slot & (key == best[seg])
+    is_best = in_slot & (key == _take_small(best, seg))
     idx = jax.ops.segment_min(jnp.where(is_best, kk, n), seg, num_segments=K + 1)[:K]
     active = jnp.arange(K) < jnp.minimum(n_regions, K)
     idx = jnp.where(active, idx, 0).astype(jnp.int32)
@@ -218,5 +227,5 @@ def _impact_memory(regions: ContactRegions, prev_mask, point_memory, region_delt
     out = jnp.where(has, jnp.where(has, inherited, 0.0), fresh)
     out = jnp.where(regions.active, out, 0.0)
     out_ext = jnp.concatenate([out, jnp.zeros((1,), dt)])
-    new_mem = jnp.where(in_slot, out_ext[seg], 0.0)
+    new_mem = jnp.where(in_slot, _take_small(out_ext, seg), 0.0)
     return out, new_mem, has
