@@ -33,7 +33,9 @@ import numpy as np
 from .. import integrate, joints, laws, metrics
 from .._math import cross2, perp, safe_norm
 
-CLEARANCE_JOINTS = ("rod_slider", "crank_rod", "both")
+# Clearance joints of each configuration, in the order of the per-joint outputs.
+JOINTS = {"rod_slider": ("rod_slider",), "crank_rod": ("crank_rod",), "both": ("crank_rod", "rod_slider")}
+CLEARANCE_JOINTS = tuple(JOINTS)
 
 # Channels that can be saved as time histories; J = clearance joints of the configuration.
 OUTPUT_CHANNELS = {
@@ -79,7 +81,7 @@ class Config:
 
     @property
     def n_joints(self) -> int:
-        return 2 if self.clearance_joint == "both" else 1
+        return len(JOINTS[self.clearance_joint])
 
     def validate(self):
         if self.clearance_joint not in CLEARANCE_JOINTS:
@@ -321,7 +323,7 @@ def simulate(cfg: Config, p: Params, state0=None) -> Result:
     state0: optional (q, v) replacing the top-dead-centre start (layout of ``initial_state``).
     """
     accel_impl = _ACCEL[cfg.clearance_joint]
-    n_pairs = 2
+    n_pairs = 2  # (cos, sin) of the crank and of the rod
 
     def accel(params, q, v, aux, t):
         a, aux1, jfs = accel_impl(cfg, params, q, v, aux, t)
@@ -342,11 +344,9 @@ def simulate(cfg: Config, p: Params, state0=None) -> Result:
         in_contact = jnp.stack([jnp.any(j.active) for j in jfs])
         new_imp = jnp.stack([j.new_impacts for j in jfs])
         nreg = jnp.stack([j.n_regions for j in jfs])
-        steady = t >= params_steady
+        steady = t >= p.steady_start
         return metrics.update(acc, force, a[-1], in_contact, new_imp, nreg, steady,
                               cfg.min_continuous_steps)
-
-    params_steady = p.steady_start
 
     def save(out):
         a, jfs, q, v, t = out
