@@ -171,3 +171,14 @@ def test_float32_option_tracks_float64():
     r64, r32 = _run(cfg, p64), _run(cfg, p32)
     assert r32.q.dtype == jnp.float32 and r32.acc.peak_force.dtype == jnp.float32
     assert abs(float(r32.acc.peak_force[0]) / float(r64.acc.peak_force[0]) - 1) < 0.02
+
+
+def test_checkpointed_gradient_equals_plain():
+    def peak(c, ckpt):
+        cfg = sc.Config(dt=1e-6, n_saves=3, save_every=100, outputs=("contact_force_N",), checkpoint=ckpt)
+        return sc.simulate(cfg, sc.benchmark_params(clearance=c)).acc.peak_force[0]
+
+    g0 = jax.jit(jax.grad(lambda c: peak(c, False)))(0.5e-3)
+    g1 = jax.jit(jax.grad(lambda c: peak(c, True)))(0.5e-3)
+    assert np.isfinite(float(g0)) and float(g0) != 0.0
+    np.testing.assert_allclose(float(g1), float(g0), rtol=1e-10)
