@@ -157,3 +157,13 @@ def test_bad_measured_profile_is_a_spec_error(tmp_path):
     bad.write_text("x,y\n1,2\n")
     with pytest.raises(specmod.SpecError, match="profile.path"):
         sweep.plan(specmod.load({"profile": {"kind": "measured", "path": str(bad)}}))
+
+
+def test_float32_warns_when_it_cannot_resolve_the_clearance():
+    base = {"integrator": {"precision": "float32", "t_end_s": 1e-4}}
+    with pytest.warns(UserWarning, match="float32"):
+        sweep.plan(specmod.load({**base, "joint": {"clearance_m": 2e-6}}))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sweep.plan(specmod.load({**base, "joint": {"clearance_m": 5e-4}}))
