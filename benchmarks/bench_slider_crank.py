@@ -251,15 +251,7 @@ if numba is not None:
             out_f[j] = pf
             out_a[j] = pa
 
-    @njit(cache=False)
-    def _nb_rot(c, s, h):
-        h2 = h * h
-        ch = 1.0 - h2 * (0.5 - h2 * (1.0 / 24.0 - h2 * (1.0 / 720.0 - h2 / 40320.0)))
-        sh = h * (1.0 - h2 * (1.0 / 6.0 - h2 * (1.0 / 120.0 - h2 / 5040.0)))
-        c1 = c * ch - s * sh
-        s1 = s * ch + c * sh
-        kk = 1.5 - 0.5 * (c1 * c1 + s1 * s1)
-        return c1 * kk, s1 * kk
+    _nb_rot = njit(cache=False)(_rotate_np)  # the same scalar arithmetic, compiled
 
     @njit(cache=False)
     def numba_pairs(clr, k, chi, mu, n_steps, h, omega, out_f, out_a):

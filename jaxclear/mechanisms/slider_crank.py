@@ -186,20 +186,26 @@ def _on_x_axis(x, xd):
     return jnp.stack([x, 0.0 * x]), jnp.stack([xd, 0.0 * xd])
 
 
-def _joint_kin(r_j, v_j, w_j, r_b, v_b, rot_b, w_b):
-    return joints.JointKinematics(r_j, v_j, w_j, r_b, v_b, rot_b, w_b)
+def _rod(q, v):
+    """Rod direction u = (cos φ₂, sin φ₂), its normal u⊥ and φ̇₂ (all layouts share them)."""
+    u = q[2:4]
+    return u, perp(u), v[1]
+
+
+def _in_slider(r_j, v_j, w_j, x3, v3):
+    """Kinematics of a journal in the slider's (translating, non-rotating) bearing at (x₃, 0)."""
+    r_b, v_b = _on_x_axis(x3, v3)
+    return joints.JointKinematics(r_j, v_j, w_j, r_b, v_b, jnp.array([1.0, 0.0], r_j.dtype), 0.0 * w_j)
 
 
 def _accel_rod_slider(cfg, p, q, v, aux, t):
     b, vb, ab, alpha = _crank(p, q, v, t)
-    u = q[2:4]
-    up = perp(u)
-    w2 = v[1]
+    u, up, w2 = _rod(q, v)
     x3, v3 = q[4], v[2]
     L, l = p.rod_length, 0.5 * p.rod_length
     c = b + L * u
     vc = vb + L * w2 * up
-    kin = _joint_kin(c, vc, w2, *_on_x_axis(x3, v3), jnp.array([1.0, 0.0], q.dtype), 0.0 * w2)
+    kin = _in_slider(c, vc, w2, x3, v3)
     jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
     jb = p.rod_inertia + p.rod_mass * l * l
     tau = (-p.rod_mass * l * jnp.dot(up, ab) - p.rod_mass * p.gravity * l * u[0]
@@ -210,15 +216,13 @@ def _accel_rod_slider(cfg, p, q, v, aux, t):
 
 def _accel_crank_rod(cfg, p, q, v, aux, t):
     b, vb, ab, alpha = _crank(p, q, v, t)
-    u = q[2:4]
-    up = perp(u)
-    w2 = v[1]
+    u, up, w2 = _rod(q, v)
     x3, v3 = q[4], v[2]
     L, l = p.rod_length, 0.5 * p.rod_length
     cpt, vcpt = _on_x_axis(x3, v3)
     a_end = cpt - L * u
     va = vcpt - L * w2 * up
-    kin = _joint_kin(b, vb, v[0], a_end, va, u, w2)
+    kin = joints.JointKinematics(b, vb, v[0], a_end, va, u, w2)
     jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
     m2, m3 = p.rod_mass, p.slider_mass
     qx = -jf.force[0]
@@ -234,9 +238,7 @@ def _accel_crank_rod(cfg, p, q, v, aux, t):
 
 def _accel_both(cfg, p, q, v, aux, t):
     b, vb, ab, alpha = _crank(p, q, v, t)
-    u = q[2:4]
-    up = perp(u)
-    w2 = v[1]
+    u, up, w2 = _rod(q, v)
     g2, vg = q[4:6], v[2:4]
     x3, v3 = q[6], v[4]
     l = 0.5 * p.rod_length
@@ -244,9 +246,9 @@ def _accel_both(cfg, p, q, v, aux, t):
     jp2 = jax.tree_util.tree_map(lambda x: x[1], p.joint)
     a_end, va = g2 - l * u, vg - l * w2 * up
     c_end, vc = g2 + l * u, vg + l * w2 * up
-    kin1 = _joint_kin(b, vb, v[0], a_end, va, u, w2)
+    kin1 = joints.JointKinematics(b, vb, v[0], a_end, va, u, w2)
     jf1, mem1 = joints.evaluate(cfg.joint, jp1, kin1, aux[0])
-    kin2 = _joint_kin(c_end, vc, w2, *_on_x_axis(x3, v3), jnp.array([1.0, 0.0], q.dtype), 0.0 * w2)
+    kin2 = _in_slider(c_end, vc, w2, x3, v3)
     jf2, mem2 = joints.evaluate(cfg.joint, jp2, kin2, aux[1])
     m2 = p.rod_mass
     ag = (-jf1.force + jf2.force) / m2 + _gravity(p)
