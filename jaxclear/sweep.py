@@ -142,12 +142,22 @@ def _profile_points(spec, flat, rb, n_points, dtype):
         ratio = flat["profile.ellipse_ratio"]
         return profiles.ellipse(rb * ratio + w, rb, n_points, orientation=ang)
     if kind == "fourier":
-        # Material removal only: r = R_b + w·½(1 + cos k(θ − θ_w)) + Σ a_k cos kθ + b_k sin kθ.
+        # Material removal only: r = R_b + w·½(1 + cos k(θ − θ_w)) + Σ a_k cos kθ + b_k sin kθ,
+        # a_k, b_k = the fourier_a_m / fourier_b_m lists plus the per-harmonic keys
+        # profile.fourier_a<k>_m / fourier_b<k>_m (scalars of [profile] or axes).
         k = pr["wear_order"]
-        na = max(k, len(pr["fourier_a_m"]))
-        nb = max(k, len(pr["fourier_b_m"]))
+        harm = {(c, h): flat[f"profile.fourier_{c}{h}_m"] for c in "ab"
+                for h in range(1, specmod.MAX_HARMONIC + 1) if f"profile.fourier_{c}{h}_m" in flat}
+        top = {c: max([h for (cc, h) in harm if cc == c], default=0) for c in "ab"}
+        na = max(k, len(pr["fourier_a_m"]), top["a"])
+        nb = max(k, len(pr["fourier_b_m"]), top["b"])
         a = jnp.zeros(na, dtype).at[: len(pr["fourier_a_m"])].set(jnp.asarray(pr["fourier_a_m"], dtype))
         b = jnp.zeros(nb, dtype).at[: len(pr["fourier_b_m"])].set(jnp.asarray(pr["fourier_b_m"], dtype))
+        for (c, h), v in harm.items():
+            if c == "a":
+                a = a.at[h - 1].add(jnp.asarray(v, dtype))
+            else:
+                b = b.at[h - 1].add(jnp.asarray(v, dtype))
         a = a.at[k - 1].add(0.5 * w * jnp.cos(k * ang))
         b = b.at[k - 1].add(0.5 * w * jnp.sin(k * ang))
         return profiles.fourier(rb + 0.5 * w, a, b, n_points)
@@ -228,31 +238,37 @@ def stability_dt(p: sc.Params, scheme):
     return integrate.stability_bound(scheme, k_lin, m)
 
 
-def check_variants(spec, plan_: Plan):
-    """Physics checks over all variants before compiling (raises SpecError)."""
-    flat = _variant_flat(spec, plan_, np.arange(plan_.n_variants))
-    for pth, v in flat.items():
-        if pth in specmod.RANGES and np.ndim(v) > 0:
-            for x in np.unique(v):
-                specmod.check_range(pth, x)
-    r, L = flat["model.crank_length_m"], flat["model.rod_length_m"]
-    if np.any(np.asarray(L) <= np.asarray(r)):
-        raise specmod.SpecError(f"model.rod_length_m = {np.min(L)!r} must exceed model.crank_length_m = {np.max(r)!r}")
-    p = batch_params(spec, plan_, np.arange(min(plan_.n_variants, 4096)))
-    if plan_.cfg.joint.geometry == "points":
-        rmin = np.min(np.linalg.norm(np.asarray(p.joint.points), axis=-1), axis=-1)
-        rj = np.asarray(p.joint.journal_radius).reshape(rmin.shape[0], -1)[:, 0]
-        if np.any(rmin <= rj):
-            i = int(np.argmin(rmin - rj))
-            raise specmod.SpecError(f"profile: the bushing profile of variant {i} comes within {rmin[i]:.6g} m of its "
-                                    f"centre, not larger than joint.journal_radius_m = {rj[i]:.6g}: the journal "
-                                    "must be smaller than the bearing")
-    bound = np.asarray(stability_dt(p, plan_.cfg.scheme))
+def check_variants(spec, plan_: Plan, block=4096):
+    """Physics checks over all variants before compiling (raises SpecError): ranges, unit
+    guards and cross-field checks (``spec.check_values``), then, block by block of params,
+    the bushing staying outside the journal and dt under the stability bound."""
+    B = plan_.n_variants
+    specmod.check_values(_variant_flat(spec, plan_, np.arange(B)))
     dt = plan_.cfg.dt
-    if np.any(dt > bound):
-        raise specmod.SpecError(f"integrator.dt_s = {dt:g} exceeds the stability bound {np.min(bound):.3g} s of "
-                                f"scheme {plan_.cfg.scheme!r} (contact stiffness and masses, see "
-                                "integrate.stability_bound); reduce dt_s")
+    for i0 in range(0, B, block):
+        idx = np.arange(i0, min(B, i0 + block))
+        p = batch_params(spec, plan_, idx)
+        if plan_.cfg.joint.geometry == "points":
+            rmin = np.min(np.linalg.norm(np.asarray(p.joint.points), axis=-1), axis=-1)
+            rj = np.asarray(p.joint.journal_radius).reshape(rmin.shape[0], -1)[:, 0]
+            if np.any(rmin <= rj):
+                i = int(np.argmin(rmin - rj))
+                raise specmod.SpecError(f"profile: the bushing profile of variant {i0 + i}{_swept_text(plan_, i0 + i)} "
+                                        f"comes within {rmin[i]:.6g} m of its centre, not larger than "
+                                        f"joint.journal_radius_m = {rj[i]:.6g}: the journal must be smaller than "
+                                        "the bearing")
+        bound = np.asarray(stability_dt(p, plan_.cfg.scheme))
+        if np.any(dt > bound):
+            i = int(np.argmin(bound))
+            raise specmod.SpecError(f"integrator.dt_s = {dt:g} exceeds the stability bound {bound[i]:.3g} s of "
+                                    f"scheme {plan_.cfg.scheme!r} (variant {i0 + i}{_swept_text(plan_, i0 + i)}; "
+                                    "contact stiffness and masses, see integrate.stability_bound); reduce dt_s")
+
+
+def _swept_text(plan_: Plan, i):
+    if not plan_.paths:
+        return ""
+    return " (" + ", ".join(f"{pth} = {plan_.values[i, j]:.6g}" for j, pth in enumerate(plan_.paths)) + ")"
 
 
 def _cast(p, dtype):
