@@ -1,4 +1,5 @@
-"""Command line: ``jaxclear run [SPEC] [--out DIR] [--set key=value ...]``."""
+"""Command line: ``jaxclear run [SPEC] [--out DIR] [--set key=value ...] [--force]``, ``jaxclear show DIR``,
+``jaxclear export DIR [--format csv|parquet] [--output FILE]``."""
 
 from __future__ import annotations
 
@@ -41,7 +42,13 @@ def _summary_table(table, summary):
              f"{(summary['variant_steps_per_s'] or 0):.4g} variant-steps/s (without compile); "
              f"failed variants: {len(summary['failed_variants'])}",
              f"{'metric':44s} {'min':>11s} {'median':>11s} {'max':>11s}"]
+    return "\n".join(lines + _metric_rows(table))
+
+
+def _metric_rows(table):
+    """min / median / max of the headline metrics over the finite values."""
     import numpy as np
+    lines = []
     for k in ("peak_contact_force_N", "peak_contact_force_steady_N", "daf_contact_force",
               "daf_contact_force_steady", "daf_slider_acceleration", "daf_slider_acceleration_steady",
               "impacts", "free_flight_fraction"):
@@ -49,7 +56,7 @@ def _summary_table(table, summary):
         v = v[np.isfinite(v)]
         if v.size:
             lines.append(f"{k:44s} {v.min():11.4g} {np.median(v):11.4g} {v.max():11.4g}")
-    return "\n".join(lines)
+    return lines
 
 
 def cmd_run(args):
@@ -66,9 +73,68 @@ def cmd_run(args):
     if not args.quiet:
         print(f"running {path} -> {out}: {pl.n_variants} variants, {pl.cfg.n_steps} steps each, "
               f"chunk {pl.chunk_size}", file=sys.stderr)
-    table, summary, _ = sweep.run(spec, out=out, progress=bar)
+    log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
+    try:
+        table, summary, _ = sweep.run(spec, out=out, progress=bar, log=log, force=args.force)
+    except specmod.SpecError as e:
+        print(f"jaxclear: error: {e}", file=sys.stderr)
+        return 2
     print(_summary_table(table, summary))
-    print(f"results in {out}/ (metrics.csv, summary.json, histories/, plots/)")
+    print(f"results in {out}/ (store.zarr, metrics.csv, summary.json, progress.jsonl, plots/)")
+    return 0
+
+
+def cmd_show(args):
+    """Summary of a run directory from its store (finished or not); regenerates DIR/plots."""
+    import numpy as np
+    from . import sweep
+    try:
+        res = sweep.load(args.dir)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"jaxclear: error: {e}", file=sys.stderr)
+        return 2
+    at, done = res.attrs, res.variant_done
+    fin = np.asarray(res.metrics.get("finite", np.zeros(len(done), bool)), bool)
+    failed = [int(i) for i in np.nonzero(done & ~fin)[0]]
+    print(f"{at['name']}: spec_hash {at['spec_hash']} (jaxclear {at['version']}), store {sweep.store.path_of(args.dir)}")
+    print(f"variants done {int(done.sum())}/{at['n_variants']}, chunks done {int(res.chunk_done.sum())}/{at['n_chunks']}"
+          + (f" (missing: {_ranges(res.missing_chunks)})" if res.missing_chunks else ""))
+    print(f"failed variants: {len(failed)}" + (f" {failed[:20]}" + (" ..." if len(failed) > 20 else "") if failed else ""))
+    if res.summary:
+        s = res.summary
+        print(f"wall {s['wall_s']:.2f} s, compile {s['compile_s']:.2f} s, "
+              f"{(s['variant_steps_per_s'] or 0):.4g} variant-steps/s, {s['device_count']}× {s['device_kind']}")
+    if done.any():
+        table = {k: np.asarray(v)[done] for k, v in res.table.items()}
+        print(f"{'metric':44s} {'min':>11s} {'median':>11s} {'max':>11s}")
+        print("\n".join(_metric_rows(table)))
+        written = sweep.plot_results(args.dir, res)
+        if written:
+            print(f"plots: {', '.join(written)} in {args.dir}/")
+    return 0
+
+
+def _ranges(idx):
+    """[0, 1, 2, 5] -> '0-2, 5'."""
+    out, i = [], 0
+    while i < len(idx):
+        j = i
+        while j + 1 < len(idx) and idx[j + 1] == idx[j] + 1:
+            j += 1
+        out.append(str(idx[i]) if i == j else f"{idx[i]}-{idx[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def cmd_export(args):
+    """The metrics table of a run directory as csv or parquet."""
+    from . import sweep
+    try:
+        dest = sweep.export(args.dir, args.format, args.output)
+    except (FileNotFoundError, ValueError, ImportError) as e:
+        print(f"jaxclear: error: {e}", file=sys.stderr)
+        return 2
+    print(dest)
     return 0
 
 
@@ -80,7 +146,16 @@ def main(argv=None):
     r.add_argument("--out", help="output directory (default: runs/<sweep.name>)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value, e.g. joint.clearance_m=2.5e-4")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--force", action="store_true", help="delete a store of another spec in DIR and start over")
     r.set_defaults(func=cmd_run)
+    sh = sub.add_parser("show", help="summary of a run directory (finished or not); regenerates its plots")
+    sh.add_argument("dir", help="run directory (holding store.zarr)")
+    sh.set_defaults(func=cmd_show)
+    ex = sub.add_parser("export", help="write the metrics table of a run directory as csv or parquet")
+    ex.add_argument("dir", help="run directory (holding store.zarr)")
+    ex.add_argument("--format", choices=("csv", "parquet"), default="csv")
+    ex.add_argument("--output", help="file to write (default: DIR/metrics.<format>)")
+    ex.set_defaults(func=cmd_export)
     args = ap.parse_args(argv)
     return args.func(args)
 

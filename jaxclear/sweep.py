@@ -2,19 +2,19 @@
 
 The variant axis is the leading axis of every leaf of the params pytree; each chunk is padded
 to ``integrator.chunk_size`` (repeating its last variant) so one compiled function serves all
-chunks.  Finished chunks are written atomically to ``DIR/chunks/`` (tmp file + rename) with the
-spec hash, so an interrupted run resumed on the same DIR recomputes only missing chunks.
+chunks.  Each finished chunk is written to the zarr store ``DIR/store.zarr`` (``jaxclear.store``:
+data first, its completion flag last), so an interrupted run resumed on the same DIR recomputes
+only the chunks not marked done; a store of another spec is refused unless ``force``.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import partial
 from pathlib import Path
 
@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import __version__, integrate, joints, laws, metrics, profiles, spec as specmod
+from . import __version__, integrate, joints, laws, metrics, profiles, spec as specmod, store
 from .mechanisms import slider_crank as sc
 
 JOINT_NAMES = sc.JOINTS
@@ -346,17 +346,84 @@ def chunk_metrics(spec, plan_: Plan, p, res, n_real):
     return out
 
 
-def _atomic_savez(path, **arrays):
-    tmp = Path(str(path) + ".tmp.npz")
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+def _chunk_indices(ci, cs, n):
+    return np.arange(ci * cs, min(n, (ci + 1) * cs))
 
 
-def run(spec_or_path, out=None, overrides=(), progress=None, log=print):
+def _padded(idx, cs):
+    """A chunk's variant indices padded to ``cs`` by repeating its last variant."""
+    return np.concatenate([idx, np.full(cs - len(idx), idx[-1])])
+
+
+def _pending_chunks(st, n_chunks):
+    """Indices of the chunks still to compute, in order: those whose ``chunk_done`` flag is not set
+    (every chunk when there is no store).  A multi-host runner takes its share of this list."""
+    if st is None:
+        return list(range(n_chunks))
+    return [int(i) for i in np.nonzero(~store.done_flags(st))[0]]
+
+
+def _execute_chunk(pl, p):
+    """Run the compiled sweep function on one padded chunk ``p`` (leading axis chunk_size) and
+    return its Result once computed (the unit a multi-device runner places per device)."""
+    fn, _ = compiled(pl, p)
+    res = fn(p)
+    jax.block_until_ready(res)
+    return res
+
+
+def _clean_spec(spec):
+    return {k: v for k, v in spec.items() if not k.startswith("_")}
+
+
+def _open_store(outdir, spec, pl, h, force, log):
+    """(store group, fresh): the existing store of the same spec, else a new one.  A store of a
+    different spec is refused (SpecError) unless ``force``, which deletes it."""
+    path = store.path_of(outdir)
+    store.remove_partial_files(outdir)
+    if store.exists(outdir):
+        try:
+            g = store.open(outdir)
+            old = g.attrs.get("spec_hash")
+        except Exception as e:  # unreadable / other format
+            g, old = None, f"unreadable ({e})"
+        if g is not None and old == h and not force:
+            if g.attrs.get("version") != __version__:
+                log(f"note: {path} was started by jaxclear {g.attrs.get('version')}, resuming with {__version__}")
+            return g, False
+        if not force:
+            raise specmod.SpecError(
+                f"{outdir} holds the results of another spec (store spec_hash {old}, this spec {h}); "
+                "use --force to delete them and rerun (force=True from Python), or choose another --out")
+        log(f"--force: deleting {path} (spec_hash {old}) and starting over")
+    names = JOINT_NAMES[pl.cfg.clearance_joint]
+    g = store.create(outdir, spec_json=json.dumps(_clean_spec(spec), sort_keys=True), spec_hash=h,
+                     version=__version__, name=spec["sweep"]["name"], n_variants=pl.n_variants,
+                     chunk_size=pl.chunk_size, t_s=_times(pl), inputs=_inputs(pl), joints=names,
+                     dt_s=pl.cfg.dt, save_every=pl.cfg.save_every, base_dir=spec.get("_base_dir", "."))
+    return g, True
+
+
+def _times(pl):
+    return (np.arange(pl.cfg.n_saves) + 1) * pl.cfg.save_every * pl.cfg.dt
+
+
+def _inputs(pl):
+    return {specmod.column_name(pth): pl.values[:, j] for j, pth in enumerate(pl.paths)}
+
+
+# Derived files, regenerated from the store at the end of a run; removed while chunks are pending
+# so that they never describe a store other than the one next to them.
+DERIVED = ("metrics.csv", "metrics.parquet", "summary.json")
+
+
+def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=False):
     """Run a sweep; return (metrics dict of columns, summary dict, histories dict).
 
-    With ``out`` the results are written to that directory (metrics.csv, summary.json,
-    histories/, chunks/, plots/).
+    With ``out`` the results go to that directory: ``store.zarr`` (the chunked result store,
+    see ``jaxclear.store``), progress.jsonl, metrics.csv (+ metrics.parquet with pyarrow),
+    summary.json, plots/.  Rerun on the same ``out`` with the same spec, only chunks not marked
+    done are computed; a store of another spec raises SpecError unless ``force`` (start over).
     """
     spec = spec_or_path if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path else specmod.load(spec_or_path, overrides)
     pl = plan(spec)
@@ -364,54 +431,77 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print):
     n_chunks = math.ceil(B / cs)
     h = specmod.spec_hash(spec)
     outdir = Path(out) if out else None
+    log = log or (lambda *a, **k: None)
+    t_wall = time.perf_counter()
+    st, fresh = None, True
     if outdir:
-        (outdir / "chunks").mkdir(parents=True, exist_ok=True)
-    cols: dict = {}
-    hists: dict = {}
+        outdir.mkdir(parents=True, exist_ok=True)
+        st, fresh = _open_store(outdir, spec, pl, h, force, log)
+    pending = _pending_chunks(st, n_chunks)
+    reused = n_chunks - len(pending)
+    plog = None
+    if outdir:
+        if pending:
+            for f in DERIVED:
+                (outdir / f).unlink(missing_ok=True)
+        plog = open(outdir / "progress.jsonl", "w" if fresh else "a")
+    done = B - sum(len(_chunk_indices(ci, cs, B)) for ci in pending)
+    if reused:
+        log(f"resuming {outdir}: {reused} of {n_chunks} chunks ({done} variants) reused from {store.NAME}")
+        if progress:
+            progress(done)
+    mem: dict = {}
     compile_s = 0.0
     run_s = 0.0
     steps_done = 0
-    t_wall = time.perf_counter()
-    for ci in range(n_chunks):
-        idx = np.arange(ci * cs, min(B, (ci + 1) * cs))
-        cpath = outdir / "chunks" / f"chunk_{ci:05d}.npz" if outdir else None
-        if cpath is not None and cpath.exists():
-            with np.load(cpath, allow_pickle=False) as z:
-                if str(z["spec_hash"]) == h:
-                    _merge(cols, hists, {k[2:]: z[k] for k in z.files if k.startswith("m_")},
-                           {k[2:]: z[k] for k in z.files if k.startswith("h_")})
-                    if progress:
-                        progress(len(idx))
-                    continue
-        pad = np.concatenate([idx, np.full(cs - len(idx), idx[-1])])
-        p = batch_params(spec, pl, pad)
-        fn, c_s = compiled(pl, p)
-        compile_s += c_s
-        t0 = time.perf_counter()
-        res = fn(p)
-        jax.block_until_ready(res)
-        dt_run = time.perf_counter() - t0
-        run_s += dt_run
-        steps_done += cs * pl.cfg.n_steps
-        m = chunk_metrics(spec, pl, p, res, len(idx))
-        hh = {k: np.asarray(v)[: len(idx)] for k, v in res.history.items()}
-        if cpath is not None:
-            _atomic_savez(cpath, spec_hash=np.array(h), **{"m_" + k: v for k, v in m.items()},
-                          **{"h_" + k: v for k, v in hh.items()})
-        _merge(cols, hists, m, hh)
-        if progress:
-            progress(len(idx))
+    t_loop = time.perf_counter()
+    try:
+        for k, ci in enumerate(pending):
+            idx = _chunk_indices(ci, cs, B)
+            p = batch_params(spec, pl, _padded(idx, cs))
+            _, c_s = compiled(pl, p)
+            compile_s += c_s
+            t0 = time.perf_counter()
+            res = _execute_chunk(pl, p)
+            run_s += time.perf_counter() - t0
+            steps_done += cs * pl.cfg.n_steps
+            m = chunk_metrics(spec, pl, p, res, len(idx))
+            hh = {name: np.asarray(v)[: len(idx)] for name, v in res.history.items()}
+            if st is not None:
+                store.write_chunk(st, ci, m, hh)  # data first ...
+                store.mark_done(st, ci)           # ... the flag last
+            else:
+                mem[ci] = (m, hh)
+            done += len(idx)
+            if plog is not None:
+                el = time.perf_counter() - t_loop
+                per_chunk = max(el - compile_s, 0.0) / (k + 1)
+                plog.write(json.dumps({
+                    "chunk": ci, "variants_done": done, "variants_total": B, "elapsed_s": round(el, 4),
+                    "variant_steps_per_s": (steps_done / run_s) if run_s > 0 else None,
+                    "eta_s": round(per_chunk * (len(pending) - k - 1), 4),
+                    "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n")
+                plog.flush()
+            if progress:
+                progress(len(idx))
+    finally:
+        if plog is not None:
+            plog.close()
     wall = time.perf_counter() - t_wall
-    table = {}
-    for j, pth in enumerate(pl.paths):
-        table[specmod.column_name(pth)] = pl.values[:, j]
-    table.update(cols)
+    if st is not None:
+        r = store.read(st)
+        table = {**r["inputs"], **r["metrics"]}
+        hists = r["histories"]
+    else:
+        table, hists = _concat(_inputs(pl), [mem[ci] for ci in range(n_chunks)])
     failed = [int(i) for i in np.nonzero(~table["finite"].astype(bool))[0]]
     dev = jax.devices()
     summary = {
         "name": spec["sweep"]["name"], "spec_hash": h, "version": __version__,
         "variants": int(B), "steps_per_variant": int(pl.cfg.n_steps), "dt_s": pl.cfg.dt,
         "t_end_s": pl.t_end, "save_every": pl.cfg.save_every, "chunk_size": int(cs), "chunks": n_chunks,
+        "chunks_reused": reused, "chunks_computed": len(pending),
+        "store": str(store.path_of(outdir)) if outdir else None,
         "wall_s": wall, "compile_s": compile_s, "run_s": run_s,
         "variant_steps_per_s": (steps_done / run_s) if run_s > 0 else None,
         "device_kind": dev[0].device_kind, "device_platform": dev[0].platform, "device_count": len(dev),
@@ -426,15 +516,19 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print):
         "python": platform.python_version(), "jax": jax.__version__,
     }
     if outdir:
-        write_outputs(outdir, spec, pl, table, summary, hists)
+        summary = write_outputs(outdir, spec, table, summary, hists, _times(pl))
     return table, summary, hists
 
 
-def _merge(cols, hists, m, hh):
-    for k, v in m.items():
-        cols[k] = np.concatenate([cols[k], v]) if k in cols else np.asarray(v)
-    for k, v in hh.items():
-        hists[k] = np.concatenate([hists[k], v]) if k in hists else np.asarray(v)
+def _concat(table, parts):
+    """Inputs table + per-chunk (metrics, histories) in chunk order -> (table, histories)."""
+    table = dict(table)
+    hists = {}
+    for k in parts[0][0]:
+        table[k] = np.concatenate([m[k] for m, _ in parts])
+    for k in parts[0][1]:
+        hists[k] = np.concatenate([hh[k] for _, hh in parts])
+    return table, hists
 
 
 def write_csv(path, table):
@@ -470,25 +564,154 @@ def read_csv(path):
     return out
 
 
-def write_outputs(outdir, spec, pl, table, summary, hists):
+def write_parquet(path, table):
+    """metrics table -> Parquet (needs pyarrow; ImportError naming the extra otherwise)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ImportError("Parquet output needs pyarrow: pip install pyarrow (or 'jaxclear[io]')") from None
+    pq.write_table(pa.table({k: np.asarray(v) for k, v in table.items()}), str(path))
+
+
+def read_parquet(path):
+    import pyarrow.parquet as pq
+    t = pq.read_table(str(path))
+    return {k: t.column(k).to_numpy() for k in t.column_names}
+
+
+def write_outputs(outdir, spec, table, summary, hists, t):
+    """metrics.csv, metrics.parquet (when pyarrow imports), plots/, summary.json; returns the
+    summary as written."""
     outdir = Path(outdir)
     write_csv(outdir / "metrics.csv", table)
-    hdir = outdir / "histories"
-    hdir.mkdir(exist_ok=True)
-    t = (np.arange(pl.cfg.n_saves) + 1) * pl.cfg.save_every * pl.cfg.dt
-    np.save(hdir / "t_s.npy", t)
-    for k, v in hists.items():
-        np.save(hdir / f"{k}.npy", v)
-    names = JOINT_NAMES[pl.cfg.clearance_joint]
-    (hdir / "index.json").write_text(json.dumps({
-        "format": "one .npy per channel; shape (variants, n_saves) or (variants, n_saves, joints); "
-                  "t_s.npy holds the sample times [s]; rows follow metrics.csv",
-        "joints": list(names), "channels": sorted(hists), "clearance_m_for_orbits": None,
-    }, indent=2))
+    try:
+        write_parquet(outdir / "metrics.parquet", table)
+    except ImportError:
+        pass
     summary = dict(summary)
     if spec["outputs"]["plots"] and "journal_x_m" in hists:
-        from . import plots
         t0 = time.perf_counter()
-        summary["plots"] = plots.sweep_plots(outdir, table, summary, hists, t, spec)
+        summary["plots"] = _plots(outdir, spec, table, summary, hists, t)
         summary["plot_s"] = time.perf_counter() - t0
     (outdir / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary
+
+
+def _plots(outdir, spec, table, summary, hists, t):
+    from . import plots
+    return plots.sweep_plots(outdir, table, summary, hists, t, spec)
+
+
+@dataclass
+class Results:
+    """A sweep read back from its store (``load``); also indexable: ``r["metrics"]``.
+
+    metrics: {column: (n_variants,)} as in metrics.csv (not-done variants: NaN, ``finite`` False,
+    integer columns then float); inputs: {swept column: (n_variants,)}; histories: {channel:
+    (n_variants, n_saves) or (n_variants, n_saves, n_joints)} (NaN where not done); t_s:
+    (n_saves,); spec: the spec dict; summary: summary.json of the finished run (None while
+    chunks are missing); chunk_done: (n_chunks,) bool; variant_done: (n_variants,) bool;
+    attrs: the store's root attributes (spec_hash, version, joints, chunk_size, ...).
+    """
+
+    metrics: dict
+    inputs: dict
+    histories: dict
+    t_s: np.ndarray
+    spec: dict
+    summary: dict | None
+    chunk_done: np.ndarray
+    variant_done: np.ndarray
+    attrs: dict
+
+    def __getitem__(self, key):
+        return getattr(self, key)
+
+    def keys(self):
+        return [f.name for f in fields(self)]
+
+    @property
+    def missing_chunks(self):
+        return [int(i) for i in np.nonzero(~self.chunk_done)[0]]
+
+    @property
+    def complete(self):
+        return bool(self.chunk_done.all())
+
+    @property
+    def table(self):
+        """Inputs then metrics: the columns of metrics.csv."""
+        return {**self.inputs, **self.metrics}
+
+
+def load(out, as_xarray=False, histories=True):
+    """Read a sweep directory (or its store.zarr) back: a ``Results``, or with ``as_xarray`` an
+    ``xarray.Dataset`` (dims variant, time, joint; inputs as variant coordinates).  An incomplete
+    store loads too: ``missing_chunks`` lists the chunks not done."""
+    g = store.open(out, mode="r")
+    r = store.read(g, histories=histories)
+    at = r["attrs"]
+    summary = None
+    sj = store.path_of(out).parent / "summary.json"
+    if r["chunk_done"].all() and sj.exists():
+        s = json.loads(sj.read_text())
+        summary = s if s.get("spec_hash") == at["spec_hash"] else None
+    res = Results(metrics=r["metrics"], inputs=r["inputs"], histories=r["histories"], t_s=r["t_s"],
+                  spec=store.spec_of(g), summary=summary, chunk_done=r["chunk_done"],
+                  variant_done=r["variant_done"], attrs=at)
+    return to_xarray(res) if as_xarray else res
+
+
+def to_xarray(res: Results):
+    """Results -> xarray.Dataset (ImportError with the install hint when xarray is missing)."""
+    try:
+        import xarray as xr
+    except ImportError:
+        raise ImportError("sweep.load(..., as_xarray=True) needs xarray: pip install xarray "
+                          "(or 'jaxclear[io]')") from None
+    n = len(res.variant_done)
+    coords = {"variant": np.arange(n), "time": ("time", res.t_s, {"units": "s"}),
+              "joint": list(res.attrs["joints"])}
+    for c, v in res.inputs.items():
+        coords[c] = ("variant", v)
+    data = {"done": ("variant", res.variant_done)}
+    for c, v in res.metrics.items():
+        data[c] = ("variant", v)
+    for c, v in res.histories.items():
+        data[c] = (("variant", "time") if v.ndim == 2 else ("variant", "time", "joint"), v)
+    at = res.attrs
+    return xr.Dataset(data, coords=coords, attrs={
+        "name": at["name"], "spec_hash": at["spec_hash"], "jaxclear_version": at["version"],
+        "spec": at["spec"], "chunk_size": at["chunk_size"], "missing_chunks": res.missing_chunks})
+
+
+def _done_subset(res: Results):
+    """(table, histories) of the done variants only."""
+    sel = res.variant_done
+    table = {k: np.asarray(v)[sel] for k, v in res.table.items()}
+    return table, {k: np.asarray(v)[sel] for k, v in res.histories.items()}
+
+
+def plot_results(out, res: Results | None = None):
+    """Regenerate DIR/plots from the store (done variants only); returns the written paths."""
+    res = res if res is not None else load(out)
+    if not res.variant_done.any() or "journal_x_m" not in res.histories:
+        return []
+    spec = res.spec
+    table, hists = _done_subset(res)
+    summary = {"name": res.attrs["name"], "clearance_joint": spec["model"]["clearance_joint"],
+               "axes": list(res.attrs["axes"])}
+    return _plots(Path(out) if Path(out).name != store.NAME else Path(out).parent, spec, table, summary,
+                  hists, res.t_s)
+
+
+def export(out, fmt="csv", output=None):
+    """Write the metrics table of a sweep directory as csv or parquet; returns the file written
+    (default DIR/metrics.<fmt>).  Variants of chunks not done are rows of NaN."""
+    if fmt not in ("csv", "parquet"):
+        raise ValueError(f"export format {fmt!r}: use 'csv' or 'parquet'")
+    res = load(out, histories=False)
+    dest = Path(output) if output else store.path_of(out).parent / f"metrics.{fmt}"
+    (write_csv if fmt == "csv" else write_parquet)(dest, res.table)
+    return dest

@@ -59,7 +59,7 @@ def test_axes_grid_and_random_samples():
 def test_run_writes_everything_and_resumes(tmp_path):
     out = tmp_path / "run"
     table, summary, hists = sweep.run(TINY, out=out)
-    for f in ("metrics.csv", "summary.json", "histories/t_s.npy", "histories/contact_force_N.npy",
+    for f in ("metrics.csv", "summary.json", "store.zarr/zarr.json", "progress.jsonl",
               "plots/contact_force_vs_crank_angle.png", "plots/journal_orbits.png",
               "plots/map_daf_contact_force_steady.png"):
         assert (out / f).exists(), f
@@ -77,16 +77,18 @@ def test_run_writes_everything_and_resumes(tmp_path):
               "device_kind", "device_count", "precision", "failed_variants", "steady_window"):
         assert k in s, k
     assert s["variants"] == 6 and s["failed_variants"] == []
-    h = np.load(out / "histories" / "contact_force_N.npy")
+    h = sweep.load(out).histories["contact_force_N"]
     assert h.shape == (6, s["steps_per_variant"] // 10, 1)
     # Bigger clearance, bigger first-impact peak (at each speed).
     for rpm in (3000.0, 5000.0):
         sel = m["crank_speed_rpm"] == rpm
         order = np.argsort(m["clearance_m"][sel])
         assert np.all(np.diff(m["peak_contact_force_N"][sel][order]) > 0)
-    # Resume: remove one finished chunk; the rerun recomputes only that one, same metrics.
-    (out / "chunks" / "chunk_00001.npz").unlink()
+    # Resume: clear one chunk's done flag; the rerun recomputes only that one, same metrics.
+    from jaxclear import store
+    store.open(out)["chunk_done"][1] = False
     table2, summary2, _ = sweep.run(TINY, out=out)
+    assert summary2["chunks_reused"] == 2 and summary2["chunks_computed"] == 1
     for k in table:
         np.testing.assert_array_equal(table[k], table2[k])
     assert summary2["run_s"] < summary["run_s"]
