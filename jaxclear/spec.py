@@ -286,7 +286,7 @@ def _column_check(path, col):
         return
     for x in np.unique(col):
         try:
-            check_range(path, x)
+            check_range(path, float(x))
         except SpecError as e:
             i = int(np.nonzero(col == x)[0][0])
             raise SpecError(f"{e} (variant {i})") from None
@@ -466,7 +466,7 @@ def parse_axes(spec):
         if vals is not None:
             for v in vals:
                 try:
-                    check_range(path, v)
+                    check_range(path, float(v))
                 except SpecError as e:
                     raise SpecError(f"axes.{key}.{kind}: {e}") from None
         out.append({"key": key, "path": path, "kind": kind, "arg": arg, "zip": grp, "values": vals})
