@@ -35,6 +35,62 @@ class _Bar:
             sys.stderr.write("\n")
 
 
+def _bytes(n):
+    if n is None:
+        return "n/a"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.3g} {unit}"
+        n /= 1024
+
+
+def _secs(s):
+    if s is None:
+        return "n/a"
+    return f"{s:.3g} s" if s < 120 else (f"{s / 60:.3g} min" if s < 7200 else f"{s / 3600:.3g} h")
+
+
+def cmd_plan(args):
+    """What a sweep will do and cost, without running it (``sweep.estimate``)."""
+    from . import spec as specmod, sweep
+    path = Path(args.spec) if args.spec else DEFAULT_SPEC
+    try:
+        e = sweep.estimate(path, args.set or (), probe_steps=0 if args.no_probe else args.probe_steps)
+    except specmod.SpecError as err:
+        print(f"jaxclear: error: {err}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(e, indent=2))
+        return 0
+    lines = [f"{e['name']} ({path}): {e['n_variants']} variants", "axes:"]
+    for a in e["axes"] or []:
+        z = f", zip {a['zip']!r}" if a["zip"] else ""
+        lines.append(f"  {a['name']:34s} {a['kind']:20s} {a['count']:6d} values{z}  {a['min']:.4g} – {a['max']:.4g}")
+    if not e["axes"]:
+        lines.append("  (none: one variant)")
+    lines += [
+        f"chunks: {e['n_chunks']} × {e['chunk_size']} variants (last chunk padded with {e['padding']})",
+        f"steps per variant: {e['steps_per_variant']} (dt = {e['dt_s']:g} s, t_end = {e['t_end_s']:.6g} s), "
+        f"saves: {e['n_saves']} every {e['save_every']} steps × {len(e['channels'])} channels",
+        f"model: {e['clearance_joint']}, {e['geometry']}" + (f" ({e['n_points']} points)" if e["n_points"] else "")
+        + f", {e['scheme']}, {e['precision']}",
+        f"memory per chunk: {_bytes(e['memory_bytes_per_chunk'])} (params {_bytes(e['params_bytes_per_chunk'])}, "
+        f"outputs {_bytes(e['output_bytes_per_chunk'])} of which histories {_bytes(e['history_bytes_per_chunk'])}, "
+        f"temporaries {_bytes(e['temp_bytes_per_chunk'])})",
+        f"result store: ~{_bytes(e['store_bytes'])} uncompressed (histories {_bytes(e['history_bytes'])}, "
+        f"metrics {_bytes(e['metrics_bytes'])})",
+    ]
+    if e["probe_steps"]:
+        lines.append(f"time: compile {_secs(e['compile_s'])}, run ~{_secs(e['run_s'])} "
+                     f"({_secs(e['run_s_per_chunk'])} per chunk, {e['variant_steps_per_s']:.3g} variant-steps/s "
+                     f"from a {e['probe_steps']}-step probe on {e['device_count']}× {e['device_kind']}), "
+                     f"total ~{_secs(e['total_s'])}")
+    else:
+        lines.append("time: not probed (--no-probe)")
+    print("\n".join(lines))
+    return 0
+
+
 def _summary_table(table, summary):
     lines = [f"{summary['name']}: {summary['variants']} variants × {summary['steps_per_variant']} steps "
              f"(dt = {summary['dt_s']:g} s, {summary['precision']}, {summary['device_count']}× {summary['device_kind']})",
@@ -141,6 +197,13 @@ def cmd_export(args):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="jaxclear", description="Dynamics of mechanisms with clearance joints.")
     sub = ap.add_subparsers(dest="cmd", required=True)
+    pp = sub.add_parser("plan", help="print variants, axes, chunking, memory, store size and estimated run time")
+    pp.add_argument("spec", nargs="?", help="TOML spec (default: sweeps/default.toml)")
+    pp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value, e.g. joint.clearance_m=2.5e-4")
+    pp.add_argument("--json", action="store_true", help="print the estimate as JSON")
+    pp.add_argument("--probe-steps", type=int, default=200, help="steps of the timing probe (default 200)")
+    pp.add_argument("--no-probe", action="store_true", help="no compile / timing probe (sizes only)")
+    pp.set_defaults(func=cmd_plan)
     r = sub.add_parser("run", help="run a sweep spec (default: sweeps/default.toml)")
     r.add_argument("spec", nargs="?", help="TOML spec (default: sweeps/default.toml)")
     r.add_argument("--out", help="output directory (default: runs/<sweep.name>)")

@@ -271,6 +271,82 @@ def _swept_text(plan_: Plan, i):
     return " (" + ", ".join(f"{pth} = {plan_.values[i, j]:.6g}" for j, pth in enumerate(plan_.paths)) + ")"
 
 
+def _nbytes(tree):
+    return int(sum(math.prod(x.shape) * np.dtype(x.dtype).itemsize for x in jax.tree_util.tree_leaves(tree)))
+
+
+def estimate(spec_or_path, overrides=(), probe_steps=200):
+    """What a sweep costs, without running it (``jaxclear plan``): a dict of sizes, chunking,
+    memory per chunk, result-store size and, from a probe, compile and run time.
+
+    Memory per chunk = params + outputs of the compiled chunk function (shapes of the full run,
+    ``jax.eval_shape``) + its temporaries (``Compiled.memory_analysis()`` of the probe, when
+    the backend reports it).  The probe compiles the chunk function with the same structure and
+    chunk size for ~``probe_steps`` steps, runs it once to warm up, times a second run and
+    extrapolates linearly to the full step count and every chunk (contact-dependent branches
+    are selects under vmap, so the cost per step is nearly uniform).  ``probe_steps=0`` skips
+    the probe (no compile; time and temporaries are then None).
+    """
+    import dataclasses
+
+    spec = (spec_or_path if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path
+            else specmod.load(spec_or_path, overrides))
+    pl = plan(spec)
+    cfg, B, cs = pl.cfg, pl.n_variants, pl.chunk_size
+    n_chunks = math.ceil(B / cs)
+    example = batch_params(spec, pl, np.arange(cs))
+    out_shape = jax.eval_shape(jax.vmap(lambda p: sc.simulate(cfg, p)), example)
+    params_b, out_b, hist_chunk_b = _nbytes(example), _nbytes(out_shape), _nbytes(out_shape.history)
+    hist_per_variant = hist_chunk_b // cs
+    n_joints = cfg.n_joints
+    n_metrics = 22 + (6 * n_joints if n_joints > 1 else 0)  # chunk_metrics columns (approximate)
+    metrics_b = B * (n_metrics + len(pl.paths)) * 8
+    est = {
+        "name": spec["sweep"]["name"], "n_variants": int(B),
+        "axes": specmod.axes_info(spec),
+        "sampling": {"n": spec["sampling"]["n"], "seed": spec["sampling"]["seed"],
+                     "method": spec["sampling"].get("method", "random")},
+        "chunk_size": int(cs), "n_chunks": int(n_chunks), "padding": int(n_chunks * cs - B),
+        "steps_per_variant": int(cfg.n_steps), "dt_s": cfg.dt, "t_end_s": pl.t_end,
+        "save_every": cfg.save_every, "n_saves": cfg.n_saves, "channels": list(cfg.outputs),
+        "precision": pl.dtype, "scheme": cfg.scheme, "geometry": cfg.joint.geometry,
+        "n_points": cfg.joint.n_points, "clearance_joint": cfg.clearance_joint,
+        "params_bytes_per_chunk": params_b, "output_bytes_per_chunk": out_b,
+        "history_bytes_per_chunk": hist_chunk_b, "temp_bytes_per_chunk": None,
+        "memory_bytes_per_chunk": params_b + out_b,
+        "history_bytes": int(B * hist_per_variant), "metrics_bytes": int(metrics_b),
+        "store_bytes": int(B * hist_per_variant + metrics_b),
+        "probe_steps": 0, "compile_s": None, "probe_run_s": None, "variant_steps_per_s": None,
+        "run_s_per_chunk": None, "run_s": None, "total_s": None,
+        "device_kind": jax.devices()[0].device_kind, "device_count": len(jax.devices()),
+    }
+    if probe_steps <= 0:
+        return est
+    se = min(cfg.save_every, probe_steps)
+    pcfg = dataclasses.replace(cfg, save_every=se, n_saves=max(1, math.ceil(probe_steps / se)))
+    ppl = dataclasses.replace(pl, cfg=pcfg)
+    fn, compile_s = compiled(ppl, example)
+    jax.block_until_ready(fn(example))  # warm-up (first-call transfers)
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn(example))
+    t_probe = time.perf_counter() - t0
+    temp = None
+    try:
+        ma = fn.memory_analysis()
+        temp = int(ma.temp_size_in_bytes) if ma is not None else None
+    except (AttributeError, NotImplementedError, jax.errors.JaxRuntimeError):
+        pass
+    per_chunk = t_probe * cfg.n_steps / pcfg.n_steps
+    est.update({
+        "probe_steps": int(pcfg.n_steps), "compile_s": compile_s, "probe_run_s": t_probe,
+        "variant_steps_per_s": cs * pcfg.n_steps / t_probe if t_probe > 0 else None,
+        "run_s_per_chunk": per_chunk, "run_s": per_chunk * n_chunks, "total_s": per_chunk * n_chunks + compile_s,
+        "temp_bytes_per_chunk": temp,
+        "memory_bytes_per_chunk": params_b + out_b + (temp or 0),
+    })
+    return est
+
+
 def _cast(p, dtype):
     return jax.tree_util.tree_map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, p)
 
