@@ -1,7 +1,7 @@
 """Sweep specs (TOML): schema, defaults, validation, ``--set`` overrides and variant axes.
 
 A spec has the tables ``sweep``, ``model``, ``joint``, ``profile``, ``laws``, ``integrator``,
-``outputs``, ``sampling`` and ``axes`` (see README, "Spec reference").  Every scalar has a
+``outputs``, ``sampling`` and ``axes`` (see README, "Spec format").  Every scalar has a
 dotted key path (``joint.clearance_m``); the same paths are used by ``--set`` and as axis names.
 Numeric (float) keys of ``model``, ``joint``, ``profile`` and ``laws`` may be swept; structural
 keys (strings, integers, the integrator) are static: one compiled function per structure.
@@ -153,7 +153,7 @@ UNIT_LIMITS = {
 INT_RANGES = {
     "profile.n_points": (8, 4096), "profile.max_regions": (1, 64), "profile.wear_order": (1, 1000),
     "integrator.save_every": (1, 10**9), "integrator.chunk_size": (1, 10**7),
-    "sampling.n": (0, 10**8), "sampling.seed": (0, 2**63 - 1),
+    "outputs.plot_variants": (0, 10**6), "sampling.n": (0, 10**8), "sampling.seed": (0, 2**63 - 1),
 }
 PROFILE_KINDS = ("circle", "ellipse", "fourier", "wear_patch", "measured")
 GRID_KINDS = ("linspace", "logspace", "values")
