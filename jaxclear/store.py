@@ -99,7 +99,9 @@ def open(out, mode="r+"):  # noqa: A001 (module-level, like zarr.open)
 
 def remove_partial_files(out):
     """Delete the ``*.partial`` temporaries a killed writer left behind (zarr never reads them):
-    files inside the store, half-built stores next to it."""
+    files inside the store, half-built stores next to it.  Single-writer only: with several
+    concurrent writers (multi-host) this would delete another writer's file in flight, so a
+    multi-host runner calls it once, from the coordinator, before the workers start."""
     path = path_of(out)
     for d in path.parent.glob(f"{path.name}.*.partial"):
         shutil.rmtree(d, ignore_errors=True)
