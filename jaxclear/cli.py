@@ -115,8 +115,26 @@ def _metric_rows(table):
     return lines
 
 
+def _init_distributed(args):
+    """jax.distributed for a multi-host run, before any computation (error text, or None)."""
+    if not (args.distributed or args.coordinator or args.num_processes or args.process_id is not None):
+        return None
+    from . import parallel
+    try:
+        parallel.initialize(args.coordinator, args.num_processes, args.process_id)
+    except (ValueError, RuntimeError) as e:
+        return f"jax.distributed.initialize failed: {e}"
+    return None
+
+
 def cmd_run(args):
-    from . import spec as specmod, sweep
+    err = _init_distributed(args)
+    if err:
+        print(f"jaxclear: error: {err}", file=sys.stderr)
+        return 2
+    from . import parallel, spec as specmod, sweep
+    lead = parallel.process_index() == 0
+    args.quiet = args.quiet or not lead
     path = Path(args.spec) if args.spec else DEFAULT_SPEC
     try:
         spec = specmod.load(path, args.set or ())
@@ -131,10 +149,15 @@ def cmd_run(args):
               f"chunk {pl.chunk_size}", file=sys.stderr)
     log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
     try:
-        table, summary, _ = sweep.run(spec, out=out, progress=bar, log=log, force=args.force)
+        cache = False if args.no_compile_cache else (args.cache_dir or True)
+        table, summary, _ = sweep.run(spec, out=out, progress=bar, log=log, force=args.force, compile_cache=cache)
     except specmod.SpecError as e:
         print(f"jaxclear: error: {e}", file=sys.stderr)
         return 2
+    if not lead:
+        print(f"process {parallel.process_index()}/{parallel.process_count()}: "
+              f"{summary['chunks_computed']} chunks computed in total, results in {out}/")
+        return 0
     print(_summary_table(table, summary))
     print(f"results in {out}/ (store.zarr, metrics.csv, summary.json, progress.jsonl, plots/)")
     return 0
@@ -210,6 +233,14 @@ def main(argv=None):
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value, e.g. joint.clearance_m=2.5e-4")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--force", action="store_true", help="delete a store of another spec in DIR and start over")
+    r.add_argument("--cache-dir", help="persistent compilation cache (default: $JAXCLEAR_CACHE_DIR or ~/.cache/jaxclear/xla)")
+    r.add_argument("--no-compile-cache", action="store_true", help="do not use the persistent compilation cache")
+    mh = r.add_argument_group("multi-host (jax.distributed; one process per host, all on the same --out)")
+    mh.add_argument("--distributed", action="store_true",
+                    help="join a multi-process run, cluster auto-detected (SLURM, Open MPI, JAX_* variables)")
+    mh.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0")
+    mh.add_argument("--num-processes", type=int, metavar="N", help="number of processes")
+    mh.add_argument("--process-id", type=int, metavar="I", help="rank of this process, 0..N-1")
     r.set_defaults(func=cmd_run)
     sh = sub.add_parser("show", help="summary of a run directory (finished or not); regenerates its plots")
     sh.add_argument("dir", help="run directory (holding store.zarr)")

@@ -84,7 +84,7 @@ DEFAULTS = {
         "revolutions": 2.0,
         "save_every": 100,
         "precision": "float64",
-        "chunk_size": 256,
+        "chunk_size": 0,
         "steady_revolutions": 1.0,
         "continuous_contact_s": 5e-4,
     },
@@ -152,7 +152,7 @@ UNIT_LIMITS = {
 # Integer keys: inclusive ranges.
 INT_RANGES = {
     "profile.n_points": (8, 4096), "profile.max_regions": (1, 64), "profile.wear_order": (1, 1000),
-    "integrator.save_every": (1, 10**9), "integrator.chunk_size": (1, 10**7),
+    "integrator.save_every": (1, 10**9), "integrator.chunk_size": (0, 10**7),
     "outputs.plot_variants": (0, 10**6), "sampling.n": (0, 10**8), "sampling.seed": (0, 2**63 - 1),
 }
 PROFILE_KINDS = ("circle", "ellipse", "fourier", "wear_patch", "measured")

@@ -14,7 +14,7 @@ import math
 import platform
 import time
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from functools import partial
 from pathlib import Path
 
@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import __version__, integrate, joints, laws, metrics, profiles, spec as specmod, store
+from . import __version__, integrate, joints, laws, metrics, parallel, profiles, spec as specmod, store
 from .mechanisms import slider_crank as sc
 
 JOINT_NAMES = sc.JOINTS
@@ -101,12 +101,23 @@ def plan(spec) -> Plan:
     else:
         t_end = float(np.max(ramp + it["revolutions"] * 60.0 / rpm))
     cfg = make_config(spec, t_end)
+    B = max(1, values.shape[0])
+    cs = it["chunk_size"] or parallel.auto_chunk_size(B, bytes_per_variant(cfg, it["precision"]))
     p = Plan(cfg=cfg, paths=tuple(paths), values=values, t_end=cfg.n_steps * cfg.dt,
-             dtype=it["precision"], chunk_size=min(it["chunk_size"], max(1, values.shape[0])))
+             dtype=it["precision"], chunk_size=min(cs, B))
     check_variants(spec, p)
     if p.dtype == "float32":
         _warn_float32(spec, p)
     return p
+
+
+def bytes_per_variant(cfg: sc.Config, precision: str) -> float:
+    """Rough device bytes of one variant (for the automatic chunk size): the saved histories
+    (n_saves × channels × joints) twice (result + scan stacking) plus params, carry and
+    per-step temporaries (~16 kB, more with profile points)."""
+    item = 4 if precision == "float32" else 8
+    hist = cfg.n_saves * max(1, len(cfg.outputs)) * cfg.n_joints * item
+    return 2.0 * hist + 16384 + 64 * cfg.joint.n_points * item
 
 
 def _warn_float32(spec, plan_: Plan):
@@ -294,7 +305,7 @@ def estimate(spec_or_path, overrides=(), probe_steps=200):
     pl = plan(spec)
     cfg, B, cs = pl.cfg, pl.n_variants, pl.chunk_size
     n_chunks = math.ceil(B / cs)
-    example = batch_params(spec, pl, np.arange(cs))
+    example = batch_params(spec, pl, _padded(np.arange(cs), exec_size(cs)))
     out_shape = jax.eval_shape(jax.vmap(lambda p: sc.simulate(cfg, p)), example)
     params_b, out_b, hist_chunk_b = _nbytes(example), _nbytes(out_shape), _nbytes(out_shape.history)
     hist_per_variant = hist_chunk_b // cs
@@ -325,7 +336,10 @@ def estimate(spec_or_path, overrides=(), probe_steps=200):
     se = min(cfg.save_every, probe_steps)
     pcfg = dataclasses.replace(cfg, save_every=se, n_saves=max(1, math.ceil(probe_steps / se)))
     ppl = dataclasses.replace(pl, cfg=pcfg)
+    parallel.enable_compile_cache()
     fn, compile_s = compiled(ppl, example)
+    if jax.local_device_count() > 1:
+        example = jax.device_put(example, parallel.variant_sharding())
     jax.block_until_ready(fn(example))  # warm-up (first-call transfers)
     t0 = time.perf_counter()
     jax.block_until_ready(fn(example))
@@ -353,15 +367,29 @@ def _cast(p, dtype):
 
 def compiled(plan_: Plan, example):
     """jit(vmap(simulate)) lowered and compiled for the chunk shape, cached per Config in this
-    process; returns (compiled function, seconds spent compiling now: 0 on a cache hit)."""
-    key = (plan_.cfg, plan_.dtype, jax.tree_util.tree_structure(example),
+    process (and across processes by the persistent compile cache, ``parallel``); with several
+    local devices the variant axis is sharded over them (``parallel.variant_sharding``).
+    Returns (compiled function, seconds spent compiling now: 0 on an in-process hit)."""
+    nd = jax.local_device_count()
+    key = (plan_.cfg, plan_.dtype, nd, jax.tree_util.tree_structure(example),
            tuple(x.shape for x in jax.tree_util.tree_leaves(example)))
     if key in _CACHE:
         return _CACHE[key], 0.0
-    fn = jax.jit(jax.vmap(lambda p: sc.simulate(plan_.cfg, p)))
+    sim = jax.vmap(lambda p: sc.simulate(plan_.cfg, p))
+    if nd > 1:
+        sh = parallel.variant_sharding()
+        fn = jax.jit(sim, in_shardings=(sh,), out_shardings=sh)
+        example = jax.device_put(example, sh)
+    else:
+        fn = jax.jit(sim)
     t0 = time.perf_counter()
     _CACHE[key] = fn.lower(example).compile()
     return _CACHE[key], time.perf_counter() - t0
+
+
+def exec_size(chunk_size: int) -> int:
+    """Variants per executed call: the chunk padded to a multiple of the local device count."""
+    return parallel.padded_size(chunk_size, jax.local_device_count())
 
 
 _CACHE: dict = {}
@@ -443,6 +471,8 @@ def _execute_chunk(pl, p):
     """Run the compiled sweep function on one padded chunk ``p`` (leading axis chunk_size) and
     return its Result once computed (the unit a multi-device runner places per device)."""
     fn, _ = compiled(pl, p)
+    if jax.local_device_count() > 1:
+        p = jax.device_put(p, parallel.variant_sharding())
     res = fn(p)
     jax.block_until_ready(res)
     return res
@@ -493,35 +523,71 @@ def _inputs(pl):
 DERIVED = ("metrics.csv", "metrics.parquet", "summary.json")
 
 
-def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=False):
+def _check_other_spec(outdir, h, force):
+    """SpecError when DIR holds a store of another spec and not ``force`` (read-only check that
+    every process of a multi-host run makes before the coordinator changes anything)."""
+    if force or not store.exists(outdir):
+        return
+    try:
+        old = store.open(outdir, mode="r").attrs.get("spec_hash")
+    except Exception as e:  # unreadable / other format
+        old = f"unreadable ({e})"
+    if old != h:
+        raise specmod.SpecError(
+            f"{outdir} holds the results of another spec (store spec_hash {old}, this spec {h}); "
+            "use --force to delete them and rerun (force=True from Python), or choose another --out")
+
+
+def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=False, compile_cache=True):
     """Run a sweep; return (metrics dict of columns, summary dict, histories dict).
 
     With ``out`` the results go to that directory: ``store.zarr`` (the chunked result store,
     see ``jaxclear.store``), progress.jsonl, metrics.csv (+ metrics.parquet with pyarrow),
     summary.json, plots/.  Rerun on the same ``out`` with the same spec, only chunks not marked
     done are computed; a store of another spec raises SpecError unless ``force`` (start over).
+
+    Devices and hosts (``jaxclear.parallel``): each executed chunk is sharded over the local
+    devices; in a ``jax.distributed`` run (``parallel.initialize`` first) process i computes
+    pending chunks i, i+P, ... into the shared store and process 0 writes the derived files.
+    compile_cache: True (default dir), a directory, or False: JAX's persistent compile cache.
     """
+    cache_dir = parallel.enable_compile_cache(None if compile_cache is True else compile_cache)
     spec = spec_or_path if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path else specmod.load(spec_or_path, overrides)
     pl = plan(spec)
-    B, cs = pl.n_variants, pl.chunk_size
-    n_chunks = math.ceil(B / cs)
     h = specmod.spec_hash(spec)
     outdir = Path(out) if out else None
     log = log or (lambda *a, **k: None)
+    pi, pc = parallel.process_index(), parallel.process_count()
+    lead = pi == 0
     t_wall = time.perf_counter()
     st, fresh = None, True
     if outdir:
         outdir.mkdir(parents=True, exist_ok=True)
-        st, fresh = _open_store(outdir, spec, pl, h, force, log)
-    pending = _pending_chunks(st, n_chunks)
-    reused = n_chunks - len(pending)
+        _check_other_spec(outdir, h, force)   # every process, before anyone changes anything
+        parallel.barrier("jaxclear:checked")
+        if lead:
+            st, fresh = _open_store(outdir, spec, pl, h, force, log)
+        parallel.barrier("jaxclear:store")
+        if not lead:
+            st, fresh = store.open(outdir), False
+        if st.attrs["chunk_size"] != pl.chunk_size:
+            # same spec hash, so chunk_size = 0 (automatic) chose differently on this machine:
+            # keep the store's chunking to resume it
+            pl = replace(pl, chunk_size=int(st.attrs["chunk_size"]))
+    B, cs = pl.n_variants, pl.chunk_size
+    n_chunks = math.ceil(B / cs)
+    cs_exec = exec_size(cs)
+    pending_all = _pending_chunks(st, n_chunks)
+    pending = parallel.my_chunks(pending_all, pi, pc) if st is not None else pending_all
+    reused = n_chunks - len(pending_all)
     plog = None
     if outdir:
-        if pending:
+        if pending_all and lead:
             for f in DERIVED:
                 (outdir / f).unlink(missing_ok=True)
-        plog = open(outdir / "progress.jsonl", "w" if fresh else "a")
-    done = B - sum(len(_chunk_indices(ci, cs, B)) for ci in pending)
+        name = "progress.jsonl" if lead else f"progress.{pi}.jsonl"
+        plog = open(outdir / name, "w" if fresh or not lead else "a")
+    done = B - sum(len(_chunk_indices(ci, cs, B)) for ci in pending_all)
     if reused:
         log(f"resuming {outdir}: {reused} of {n_chunks} chunks ({done} variants) reused from {store.NAME}")
         if progress:
@@ -534,13 +600,13 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
     try:
         for k, ci in enumerate(pending):
             idx = _chunk_indices(ci, cs, B)
-            p = batch_params(spec, pl, _padded(idx, cs))
+            p = batch_params(spec, pl, _padded(idx, cs_exec))
             _, c_s = compiled(pl, p)
             compile_s += c_s
             t0 = time.perf_counter()
             res = _execute_chunk(pl, p)
             run_s += time.perf_counter() - t0
-            steps_done += cs * pl.cfg.n_steps
+            steps_done += len(idx) * pl.cfg.n_steps  # real variants only, not the padding
             m = chunk_metrics(spec, pl, p, res, len(idx))
             hh = {name: np.asarray(v)[: len(idx)] for name, v in res.history.items()}
             if st is not None:
@@ -553,7 +619,7 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
                 el = time.perf_counter() - t_loop
                 per_chunk = max(el - compile_s, 0.0) / (k + 1)
                 plog.write(json.dumps({
-                    "chunk": ci, "variants_done": done, "variants_total": B, "elapsed_s": round(el, 4),
+                    "chunk": ci, "process": pi, "variants_done": done, "variants_total": B, "elapsed_s": round(el, 4),
                     "variant_steps_per_s": (steps_done / run_s) if run_s > 0 else None,
                     "eta_s": round(per_chunk * (len(pending) - k - 1), 4),
                     "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n")
@@ -563,6 +629,9 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
     finally:
         if plog is not None:
             plog.close()
+    parallel.barrier("jaxclear:chunks")  # every process's chunks are in the store
+    rows = parallel.gather_rows([steps_done, run_s, compile_s, len(pending)])
+    rate = float(sum(r[0] / r[1] for r in rows if r[1] > 0)) or None  # processes run side by side
     wall = time.perf_counter() - t_wall
     if st is not None:
         r = store.read(st)
@@ -576,11 +645,13 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
         "name": spec["sweep"]["name"], "spec_hash": h, "version": __version__,
         "variants": int(B), "steps_per_variant": int(pl.cfg.n_steps), "dt_s": pl.cfg.dt,
         "t_end_s": pl.t_end, "save_every": pl.cfg.save_every, "chunk_size": int(cs), "chunks": n_chunks,
-        "chunks_reused": reused, "chunks_computed": len(pending),
+        "chunks_reused": reused, "chunks_computed": int(rows[:, 3].sum()),
         "store": str(store.path_of(outdir)) if outdir else None,
-        "wall_s": wall, "compile_s": compile_s, "run_s": run_s,
-        "variant_steps_per_s": (steps_done / run_s) if run_s > 0 else None,
+        "wall_s": wall, "compile_s": float(rows[:, 2].max()), "run_s": float(rows[:, 1].max()),
+        "variant_steps_per_s": rate,
         "device_kind": dev[0].device_kind, "device_platform": dev[0].platform, "device_count": len(dev),
+        "local_device_count": jax.local_device_count(), "process_count": pc,
+        "executed_chunk_size": int(cs_exec), "compile_cache": str(cache_dir) if cache_dir else None,
         "precision": pl.dtype, "scheme": pl.cfg.scheme, "clearance_joint": pl.cfg.clearance_joint,
         "geometry": pl.cfg.joint.geometry, "n_points": pl.cfg.joint.n_points,
         "max_regions": pl.cfg.joint.max_regions, "normal_law": pl.cfg.joint.normal_law,
@@ -591,7 +662,7 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
         "failed_variants": failed, "axes": [specmod.column_name(p) for p in pl.paths],
         "python": platform.python_version(), "jax": jax.__version__,
     }
-    if outdir:
+    if outdir and lead:
         summary = write_outputs(outdir, spec, table, summary, hists, _times(pl))
     return table, summary, hists
 

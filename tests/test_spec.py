@@ -85,7 +85,7 @@ def _error(spec):
     ({"profile": {"max_regions": 0}}, ["profile.max_regions = 0", "[1, 64]"]),
     ({"profile": {"max_regions": 65}}, ["profile.max_regions = 65", "[1, 64]"]),
     ({"integrator": {"save_every": 0}}, ["integrator.save_every = 0", "[1, "]),
-    ({"integrator": {"chunk_size": 0}}, ["integrator.chunk_size = 0", "[1, "]),
+    ({"integrator": {"chunk_size": -1}}, ["integrator.chunk_size = -1", "[0, "]),
     ({"sampling": {"seed": -1}}, ["sampling.seed = -1", "[0, "]),
     # axes
     ({"axes": {"joint.clearance_m": {"linspce": [1e-4, 2e-4, 3]}}},
