@@ -48,7 +48,8 @@ def worker(sizes, steps, repeats):
         mem = None
         try:
             ma = fn.memory_analysis()
-            mem = (ma.temp_size_in_bytes + ma.output_size_in_bytes + ma.argument_size_in_bytes) / ex
+            # memory_analysis describes one device's program: its share is ex / devices variants
+            mem = (ma.temp_size_in_bytes + ma.output_size_in_bytes + ma.argument_size_in_bytes) / (ex / jax.local_device_count())
         except Exception:  # backend without memory analysis
             pass
         rows.append(dict(chunk=pl.chunk_size, executed=ex, steps=pl.cfg.n_steps, compile_s=comp_s,
