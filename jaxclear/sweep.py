@@ -298,17 +298,16 @@ def estimate(spec_or_path, overrides=(), probe_steps=200):
     are selects under vmap, so the cost per step is nearly uniform).  ``probe_steps=0`` skips
     the probe (no compile; time and temporaries are then None).
     """
-    import dataclasses
-
     spec = (spec_or_path if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path
             else specmod.load(spec_or_path, overrides))
     pl = plan(spec)
     cfg, B, cs = pl.cfg, pl.n_variants, pl.chunk_size
     n_chunks = math.ceil(B / cs)
-    example = batch_params(spec, pl, _padded(np.arange(cs), exec_size(cs)))
+    ex = exec_size(cs)  # the executed (device-padded) chunk: what the compiled function sees
+    example = batch_params(spec, pl, _padded(np.arange(cs), ex))
     out_shape = jax.eval_shape(jax.vmap(lambda p: sc.simulate(cfg, p)), example)
     params_b, out_b, hist_chunk_b = _nbytes(example), _nbytes(out_shape), _nbytes(out_shape.history)
-    hist_per_variant = hist_chunk_b // cs
+    hist_per_variant = hist_chunk_b // ex
     n_joints = cfg.n_joints
     n_metrics = 22 + (6 * n_joints if n_joints > 1 else 0)  # chunk_metrics columns (approximate)
     metrics_b = B * (n_metrics + len(pl.paths)) * 8
@@ -334,8 +333,8 @@ def estimate(spec_or_path, overrides=(), probe_steps=200):
     if probe_steps <= 0:
         return est
     se = min(cfg.save_every, probe_steps)
-    pcfg = dataclasses.replace(cfg, save_every=se, n_saves=max(1, math.ceil(probe_steps / se)))
-    ppl = dataclasses.replace(pl, cfg=pcfg)
+    pcfg = replace(cfg, save_every=se, n_saves=max(1, math.ceil(probe_steps / se)))
+    ppl = replace(pl, cfg=pcfg)
     parallel.enable_compile_cache()
     fn, compile_s = compiled(ppl, example)
     if jax.local_device_count() > 1:
@@ -497,10 +496,7 @@ def _open_store(outdir, spec, pl, h, force, log):
             if g.attrs.get("version") != __version__:
                 log(f"note: {path} was started by jaxclear {g.attrs.get('version')}, resuming with {__version__}")
             return g, False
-        if not force:
-            raise specmod.SpecError(
-                f"{outdir} holds the results of another spec (store spec_hash {old}, this spec {h}); "
-                "use --force to delete them and rerun (force=True from Python), or choose another --out")
+        _check_other_spec(outdir, h, force)  # another spec: refused unless force
         log(f"--force: deleting {path} (spec_hash {old}) and starting over")
     names = JOINT_NAMES[pl.cfg.clearance_joint]
     g = store.create(outdir, spec_json=json.dumps(_clean_spec(spec), sort_keys=True), spec_hash=h,
