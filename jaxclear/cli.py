@@ -72,8 +72,8 @@ def cmd_plan(args):
         f"chunks: {e['n_chunks']} × {e['chunk_size']} variants (last chunk padded with {e['padding']})",
         f"steps per variant: {e['steps_per_variant']} (dt = {e['dt_s']:g} s, t_end = {e['t_end_s']:.6g} s), "
         f"saves: {e['n_saves']} every {e['save_every']} steps × {len(e['channels'])} channels",
-        f"model: {e['clearance_joint']}, {e['geometry']}" + (f" ({e['n_points']} points)" if e["n_points"] else "")
-        + f", {e['scheme']}, {e['precision']}",
+        f"model: {e['mechanism']}" + "".join(f", {e[k]}" for k in ("clearance_joint", "geometry") if k in e)
+        + (f" ({e['n_points']} points)" if e.get("n_points") else "") + f", {e['scheme']}, {e['precision']}",
         f"memory per chunk: {_bytes(e['memory_bytes_per_chunk'])} (params {_bytes(e['params_bytes_per_chunk'])}, "
         f"outputs {_bytes(e['output_bytes_per_chunk'])} of which histories {_bytes(e['history_bytes_per_chunk'])}, "
         f"temporaries {_bytes(e['temp_bytes_per_chunk'])})",

@@ -1,10 +1,12 @@
 """Sweep specs (TOML): schema, defaults, validation, ``--set`` overrides and variant axes.
 
-A spec has the tables ``sweep``, ``model``, ``joint``, ``profile``, ``laws``, ``integrator``,
-``outputs``, ``sampling`` and ``axes`` (see README, "Spec format").  Every scalar has a
+A spec has the common tables ``sweep``, ``integrator``, ``outputs``, ``sampling``, ``axes`` and
+the tables of its mechanism (``model.mechanism``, default ``"slider_crank"``: ``model``,
+``joint``, ``profile``, ``laws``), whose defaults, ranges and checks the mechanism module
+declares (``jaxclear.mechanisms`` protocol; ``schema(name)`` gathers them).  Every scalar has a
 dotted key path (``joint.clearance_m``); the same paths are used by ``--set`` and as axis names.
-Numeric (float) keys of ``model``, ``joint``, ``profile`` and ``laws`` may be swept; structural
-keys (strings, integers, the integrator) are static: one compiled function per structure.
+Numeric (float) keys of the mechanism's sweepable tables may be swept; structural keys
+(strings, integers, the integrator) are static: one compiled function per structure.
 
 Axes: grids ``{ linspace = [lo, hi, n] }``, ``{ logspace = [lo, hi, n] }`` (lo, hi in the key's
 unit), ``{ values = [...] }`` form a Cartesian product in the order written; grid axes with the
@@ -21,62 +23,22 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import hashlib
 import itertools
 import json
 import math
 import statistics
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-DEFAULTS = {
+# Tables every spec has, whatever its mechanism (a mechanism's SPEC_TABLES may replace one of
+# them wholesale, e.g. its own integrator defaults); the mechanism adds "model" and its own.
+COMMON_TABLES = {
     "sweep": {"name": "sweep", "description": ""},
-    "model": {
-        "mechanism": "slider_crank",
-        "clearance_joint": "rod_slider",
-        "crank_length_m": 0.05,
-        "rod_length_m": 0.12,
-        "crank_mass_kg": 0.30,
-        "rod_mass_kg": 0.21,
-        "slider_mass_kg": 0.14,
-        "crank_inertia_kg_m2": 1e-5,
-        "rod_inertia_kg_m2": 2.5e-4,
-        "slider_inertia_kg_m2": 1e-4,
-        "crank_speed_rpm": 5000.0,
-        "ramp_time_s": 0.0,
-        "gravity_m_per_s2": 9.81,
-    },
-    "joint": {"journal_radius_m": 0.010, "clearance_m": 0.5e-3},
-    "profile": {
-        "kind": "circle",
-        "method": "auto",
-        "n_points": 72,
-        "max_regions": 4,
-        "refine": True,
-        "wear_depth_m": 0.0,
-        "wear_order": 2,
-        "wear_angle_deg": 0.0,
-        "wear_half_width_deg": 30.0,
-        "ellipse_ratio": 1.0,
-        "fourier_a_m": [],
-        "fourier_b_m": [],
-        "path": "",
-    },
-    "laws": {
-        "normal": "lankarani_nikravesh",
-        "stiffness": "auto",
-        "youngs_modulus_Pa": 207e9,
-        "poisson_ratio": 0.3,
-        "exponent": 1.5,
-        "restitution": 0.9,
-        "damping_N_s_per_m": 0.0,
-        "friction": "ambrosio",
-        "friction_coefficient": 0.01,
-        "friction_v0_m_per_s": 1e-4,
-        "friction_v1_m_per_s": 1e-3,
-    },
     "integrator": {
         "scheme": "leapfrog",
         "dt_s": 1e-6,
@@ -88,73 +50,28 @@ DEFAULTS = {
         "steady_revolutions": 1.0,
         "continuous_contact_s": 5e-4,
     },
-    "outputs": {
-        "histories": ["crank_angle_rad", "contact_force_N", "journal_x_m", "journal_y_m",
-                      "slider_acceleration_m_per_s2"],
-        "plot_variants": 4,
-        "plots": True,
-    },
+    "outputs": {"histories": [], "plot_variants": 4, "plots": True},
     "sampling": {"n": 0, "seed": 0},
     "axes": {},
 }
-
-SWEEPABLE_SECTIONS = ("model", "joint", "profile", "laws")
+COMMON_OPTIONAL = {"sampling": {"method": "random"}}
+COMMON_RANGES = {
+    "integrator.dt_s": (0.0, 1e-2, False),
+    "integrator.revolutions": (0.0, 1e6, False),
+    "integrator.steady_revolutions": (0.0, 1e6, False),
+    "integrator.continuous_contact_s": (0.0, math.inf, False),
+}
+COMMON_INT_RANGES = {
+    "integrator.save_every": (1, 10**9), "integrator.chunk_size": (0, 10**7),
+    "outputs.plot_variants": (0, 10**6), "sampling.n": (0, 10**8), "sampling.seed": (0, 2**63 - 1),
+}
+DEFAULT_MECHANISM = "slider_crank"
 
 # Per-harmonic Fourier coefficients of the bushing radius [m]: optional floats of [profile] (absent
 # unless given, so that specs written without them keep their spec hash), added on top of the
 # fourier_a_m / fourier_b_m lists; sweepable like any float.
 MAX_HARMONIC = 8
 FOURIER_KEYS = tuple(f"fourier_{c}{k}_m" for c in "ab" for k in range(1, MAX_HARMONIC + 1))
-# Optional keys: accepted in their table, present in the merged spec only when given.
-OPTIONAL = {"profile": {k: 0.0 for k in FOURIER_KEYS}, "sampling": {"method": "random"}}
-
-RANGES = {
-    # key: (lo, hi, inclusive_lo) — physically admissible ranges, checked for every variant.
-    "model.crank_length_m": (0.0, math.inf, False),
-    "model.rod_length_m": (0.0, math.inf, False),
-    "model.crank_mass_kg": (0.0, math.inf, False),
-    "model.rod_mass_kg": (0.0, math.inf, False),
-    "model.slider_mass_kg": (0.0, math.inf, False),
-    "model.crank_inertia_kg_m2": (0.0, math.inf, False),
-    "model.rod_inertia_kg_m2": (0.0, math.inf, False),
-    "model.slider_inertia_kg_m2": (0.0, math.inf, False),
-    "model.crank_speed_rpm": (0.0, 1e6, False),
-    "model.ramp_time_s": (0.0, math.inf, True),
-    "model.gravity_m_per_s2": (-1e3, 1e3, True),
-    "joint.journal_radius_m": (0.0, math.inf, False),
-    "joint.clearance_m": (0.0, math.inf, False),
-    "profile.wear_depth_m": (0.0, math.inf, True),
-    "profile.ellipse_ratio": (1.0, math.inf, True),
-    "profile.wear_half_width_deg": (0.0, 180.0, False),
-    "laws.youngs_modulus_Pa": (0.0, math.inf, False),
-    "laws.poisson_ratio": (-1.0, 0.5, False),
-    "laws.exponent": (0.0, 10.0, False),
-    "laws.restitution": (0.0, 1.0, False),
-    "laws.damping_N_s_per_m": (0.0, math.inf, True),
-    "laws.friction_coefficient": (0.0, 10.0, True),
-    "laws.friction_v0_m_per_s": (0.0, math.inf, False),
-    "laws.friction_v1_m_per_s": (0.0, math.inf, False),
-    "integrator.dt_s": (0.0, 1e-2, False),
-    "integrator.revolutions": (0.0, 1e6, False),
-    "integrator.steady_revolutions": (0.0, 1e6, False),
-    "integrator.continuous_contact_s": (0.0, math.inf, False),
-}
-# Likely unit mistakes, refused with a hint: key: (limit, ">=" | "<", hint).
-UNIT_LIMITS = {
-    "joint.clearance_m": (1e-2, ">=", "the clearance is the radial gap in metres (0.5 mm = 5e-4): did you give mm?"),
-    "joint.journal_radius_m": (1.0, ">=", "the journal radius is in metres (10 mm = 0.01): did you give mm?"),
-    "model.crank_length_m": (10.0, ">=", "lengths are in metres (50 mm = 0.05): did you give mm?"),
-    "model.rod_length_m": (10.0, ">=", "lengths are in metres (120 mm = 0.12): did you give mm?"),
-    "model.crank_speed_rpm": (1.0, "<", "the crank speed is in revolutions per minute (5000 rpm = 83.3 rev/s): "
-                                        "did you give rev/s or Hz? (at least 1 rpm)"),
-    "laws.youngs_modulus_Pa": (1e6, "<", "Young's modulus is in Pa (steel: 207e9): did you give GPa or MPa?"),
-}
-# Integer keys: inclusive ranges.
-INT_RANGES = {
-    "profile.n_points": (8, 4096), "profile.max_regions": (1, 64), "profile.wear_order": (1, 1000),
-    "integrator.save_every": (1, 10**9), "integrator.chunk_size": (0, 10**7),
-    "outputs.plot_variants": (0, 10**6), "sampling.n": (0, 10**8), "sampling.seed": (0, 2**63 - 1),
-}
 PROFILE_KINDS = ("circle", "ellipse", "fourier", "wear_patch", "measured")
 GRID_KINDS = ("linspace", "logspace", "values")
 RANDOM_KINDS = ("uniform", "loguniform", "normal")
@@ -168,9 +85,64 @@ class SpecError(ValueError):
     """A spec problem, naming the key path, the offending value and what is allowed."""
 
 
+@dataclass
+class Schema:
+    """What the specs of one mechanism may contain (``jaxclear.mechanisms`` protocol + common
+    tables): ordered table defaults, optional keys, sweepable tables, ranges, channels."""
+
+    mechanism: str
+    module: object
+    tables: dict
+    optional: dict
+    sweepable: tuple
+    ranges: dict
+    int_ranges: dict
+    unit_limits: dict
+    channels: dict
+
+    def allowed(self, sec):
+        return {**self.tables[sec], **self.optional.get(sec, {})}
+
+
+@functools.lru_cache(maxsize=None)
+def schema(mechanism=DEFAULT_MECHANISM) -> Schema:
+    """The Schema of a registered mechanism (SpecError naming model.mechanism otherwise)."""
+    from . import mechanisms
+    check_choice("model.mechanism", mechanism, mechanisms.names())
+    mod = mechanisms.get(mechanism)
+    own = mod.SPEC_TABLES
+    order = ["sweep", "model"] + [t for t in own if t not in COMMON_TABLES and t != "model"] + \
+            ["integrator", "outputs", "sampling", "axes"]
+    tables = {t: copy.deepcopy(own.get(t, COMMON_TABLES.get(t))) for t in order}
+    optional = {**COMMON_OPTIONAL, **getattr(mod, "SPEC_OPTIONAL", {})}
+    return Schema(mechanism=mechanism, module=mod, tables=tables, optional=optional,
+                  sweepable=tuple(mod.SWEEPABLE), ranges={**mod.RANGES, **COMMON_RANGES},
+                  int_ranges={**getattr(mod, "INT_RANGES", {}), **COMMON_INT_RANGES},
+                  unit_limits=dict(getattr(mod, "UNIT_LIMITS", {})), channels=dict(mod.OUTPUT_CHANNELS))
+
+
+def schema_of(spec) -> Schema:
+    return schema(spec["model"]["mechanism"])
+
+
+def __getattr__(name):
+    # The slider-crank's tables under their historical module-level names (spec.DEFAULTS, ...).
+    legacy = {"DEFAULTS": "tables", "RANGES": "ranges", "UNIT_LIMITS": "unit_limits",
+              "INT_RANGES": "int_ranges", "SWEEPABLE_SECTIONS": "sweepable", "OPTIONAL": "optional"}
+    if name in legacy:
+        return getattr(schema(DEFAULT_MECHANISM), legacy[name])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _did_you_mean(key, options):
     m = difflib.get_close_matches(key, list(options), n=1)
     return f" (did you mean {m[0]!r}?)" if m else ""
+
+
+def check_choice(path, val, allowed):
+    """SpecError unless ``val`` is one of ``allowed`` (naming the path and the choices)."""
+    if val not in allowed:
+        raise SpecError(f"{path} = {val!r}{_did_you_mean(val, allowed)}; allowed: {', '.join(allowed)}")
 
 
 def load(path_or_dict, overrides=()):
@@ -211,25 +183,28 @@ def apply_override(raw, text):
     raw.setdefault(parts[0], {})[parts[1]] = value
 
 
-def _allowed(sec):
-    return {**DEFAULTS[sec], **OPTIONAL.get(sec, {})}
-
-
 def merge_defaults(raw):
-    spec = copy.deepcopy(DEFAULTS)
+    """The mechanism's defaults (``model.mechanism``, default slider_crank) overlaid by ``raw``."""
+    model = raw.get("model", {})
+    mech = model.get("mechanism", DEFAULT_MECHANISM) if isinstance(model, dict) else DEFAULT_MECHANISM
+    if not isinstance(mech, str):
+        raise SpecError(f"model.mechanism = {mech!r}: expected a string")
+    sch = schema(mech)
+    spec = copy.deepcopy(sch.tables)
     for sec, table in raw.items():
         if sec.startswith("_"):
             continue
-        if sec not in DEFAULTS:
-            raise SpecError(f"unknown table [{sec}]{_did_you_mean(sec, DEFAULTS)}; allowed: {', '.join(DEFAULTS)}")
+        if sec not in sch.tables:
+            raise SpecError(f"unknown table [{sec}]{_did_you_mean(sec, sch.tables)}; allowed: {', '.join(sch.tables)}"
+                            + (f" (model.mechanism = {mech!r})" if mech != DEFAULT_MECHANISM else ""))
         if not isinstance(table, dict):
             raise SpecError(f"[{sec}] must be a table, got {table!r}")
         if sec == "axes":
             spec["axes"] = dict(table)
             continue
         for k, v in table.items():
-            if k not in _allowed(sec):
-                raise SpecError(f"unknown key {sec}.{k}{_did_you_mean(k, _allowed(sec))}")
+            if k not in sch.allowed(sec):
+                raise SpecError(f"unknown key {sec}.{k}{_did_you_mean(k, sch.allowed(sec))}")
             spec[sec][k] = v
     return spec
 
@@ -263,62 +238,57 @@ def _check_type(path, value, default):
             raise SpecError(f"{path} = {value!r}: expected a list of channel names (strings)")
 
 
-def check_range(path, value):
-    """Refuse a value outside RANGES[path] or past a UNIT_LIMITS guard (naming both)."""
+def check_range(path, value, sch: Schema | None = None):
+    """Refuse a value outside the mechanism's range of ``path`` or past a unit guard (naming both)."""
+    sch = sch or schema()
     v = float(value)
-    if path in RANGES:
-        lo, hi, inc = RANGES[path]
+    if path in sch.ranges:
+        lo, hi, inc = sch.ranges[path]
         bad = (not math.isfinite(v)) or v > hi or (v < lo if inc else v <= lo)
         if bad:
             br = "[" if inc else "("
             raise SpecError(f"{path} = {value!r} is outside the allowed range {br}{lo:g}, {hi:g}]")
-    if path in UNIT_LIMITS:
-        lim, side, hint = UNIT_LIMITS[path]
+    if path in sch.unit_limits:
+        lim, side, hint = sch.unit_limits[path]
         if (v >= lim) if side == ">=" else (v < lim):
             raise SpecError(f"{path} = {value!r} {side} {lim:g}: {hint}")
 
 
-def _column_check(path, col):
+def _column_check(path, col, sch):
     """check_range over a column of variant values, naming the first offending variant."""
     col = np.asarray(col, float)
     if col.ndim == 0:
-        check_range(path, float(col))
+        check_range(path, float(col), sch)
         return
     for x in np.unique(col):
         try:
-            check_range(path, float(x))
+            check_range(path, float(x), sch)
         except SpecError as e:
             i = int(np.nonzero(col == x)[0][0])
             raise SpecError(f"{e} (variant {i})") from None
 
 
-def check_values(cols):
-    """Ranges, unit guards and cross-field checks over every variant.
+def check_values(cols, sch: Schema | None = None):
+    """Ranges, unit guards and the mechanism's cross-field checks over every variant.
 
     ``cols``: {dotted path: scalar or (B,) array} for the floats of the sweepable tables.
     """
+    sch = sch or schema()
     for path, col in cols.items():
-        if path in RANGES or path in UNIT_LIMITS:
-            _column_check(path, col)
-    rj, c = np.asarray(cols["joint.journal_radius_m"], float), np.asarray(cols["joint.clearance_m"], float)
-    bad = np.broadcast_to(c >= rj, np.broadcast_shapes(c.shape, rj.shape))
-    if np.any(bad):
-        i = int(np.argmax(bad.ravel()))
-        ci, ri = np.broadcast_to(c, bad.shape).ravel()[i], np.broadcast_to(rj, bad.shape).ravel()[i]
-        raise SpecError(f"joint.clearance_m = {float(ci)!r} is not smaller than joint.journal_radius_m = {float(ri)!r}"
-                        + (f" (variant {i})" if bad.ndim else "")
-                        + ": the clearance is the radial gap (bearing radius − journal radius) in metres; did you give mm?")
-    r, L = np.asarray(cols["model.crank_length_m"], float), np.asarray(cols["model.rod_length_m"], float)
-    if np.any(L <= r):
-        raise SpecError(f"model.rod_length_m = {float(np.min(L))!r} must exceed model.crank_length_m = {float(np.max(r))!r}")
+        if path in sch.ranges or path in sch.unit_limits:
+            _column_check(path, col, sch)
+    hook = getattr(sch.module, "check_values", None)
+    if hook is not None:
+        hook(cols)
 
 
 def variant_columns(spec, paths, values):
     """{path: value} of the floats of the sweepable tables, swept paths as (B,) columns."""
+    sch = schema_of(spec)
     cols = {}
-    for s in SWEEPABLE_SECTIONS:
+    for s in sch.sweepable:
         for k, v in spec[s].items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(_allowed(s)[k], float):
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(sch.allowed(s)[k], float):
                 cols[f"{s}.{k}"] = v
     for j, p in enumerate(paths):
         cols[p] = values[:, j]
@@ -327,79 +297,62 @@ def variant_columns(spec, paths, values):
 
 def validate(spec):
     """Types, ranges, names and cross-field physics of a merged spec (raises SpecError)."""
-    from . import integrate, laws
-    from .mechanisms import MECHANISMS, slider_crank
+    from . import integrate
 
-    for sec in DEFAULTS:
+    sch = schema_of(spec)
+    for sec in sch.tables:
         if sec == "axes":
             continue
         for k, v in spec[sec].items():
-            _check_type(f"{sec}.{k}", v, _allowed(sec)[k])
+            _check_type(f"{sec}.{k}", v, sch.allowed(sec)[k])
             if not isinstance(v, (list, str, bool)):
-                check_range(f"{sec}.{k}", v)
-    m, pr, lw, it = spec["model"], spec["profile"], spec["laws"], spec["integrator"]
-    choices = [("model.mechanism", m["mechanism"], tuple(MECHANISMS)),
-               ("model.clearance_joint", m["clearance_joint"], slider_crank.CLEARANCE_JOINTS),
-               ("profile.kind", pr["kind"], PROFILE_KINDS),
-               ("profile.method", pr["method"], ("auto", "analytic", "points")),
-               ("laws.normal", lw["normal"], laws.NORMAL_LAWS),
-               ("laws.friction", lw["friction"], laws.FRICTION_MODELS),
-               ("integrator.scheme", it["scheme"], integrate.SCHEMES),
-               ("integrator.precision", it["precision"], ("float64", "float32")),
-               ("sampling.method", spec["sampling"].get("method", "random"), SAMPLING_METHODS)]
-    for path, val, allowed in choices:
-        if val not in allowed:
-            raise SpecError(f"{path} = {val!r}{_did_you_mean(val, allowed)}; allowed: {', '.join(allowed)}")
+                check_range(f"{sec}.{k}", v, sch)
+    it = spec["integrator"]
+    hook = getattr(sch.module, "validate_spec", None)
+    if hook is not None:
+        hook(spec)
+    check_choice("integrator.scheme", it["scheme"], integrate.SCHEMES)
+    check_choice("integrator.precision", it["precision"], ("float64", "float32"))
+    check_choice("sampling.method", spec["sampling"].get("method", "random"), SAMPLING_METHODS)
     for ch in spec["outputs"]["histories"]:
-        if ch not in slider_crank.OUTPUT_CHANNELS:
-            raise SpecError(f"outputs.histories entry {ch!r}{_did_you_mean(ch, slider_crank.OUTPUT_CHANNELS)}; "
-                            f"allowed: {', '.join(slider_crank.OUTPUT_CHANNELS)}")
-    for path, (lo, hi) in INT_RANGES.items():
+        if ch not in sch.channels:
+            raise SpecError(f"outputs.histories entry {ch!r}{_did_you_mean(ch, sch.channels)}; "
+                            f"allowed: {', '.join(sch.channels)}")
+    for path, (lo, hi) in sch.int_ranges.items():
         sec, k = path.split(".")
         if not lo <= spec[sec][k] <= hi:
             raise SpecError(f"{path} = {spec[sec][k]!r} is outside the allowed range [{lo}, {hi}]")
-    if pr["method"] == "analytic" and pr["kind"] != "circle":
-        raise SpecError(f"profile.method = 'analytic' needs profile.kind = 'circle', got {pr['kind']!r}")
-    if pr["kind"] == "measured" and not pr["path"]:
-        raise SpecError("profile.path = '' : profile.kind = 'measured' needs a CSV file with x_m,y_m columns")
-    if pr["kind"] != "fourier":
-        for k in FOURIER_KEYS:
-            if pr.get(k, 0.0) != 0.0:
-                raise SpecError(f"profile.{k} = {pr[k]!r}: Fourier harmonics need profile.kind = 'fourier', "
-                                f"got {pr['kind']!r}")
-    if lw["friction_v1_m_per_s"] <= lw["friction_v0_m_per_s"]:
-        raise SpecError(f"laws.friction_v1_m_per_s = {lw['friction_v1_m_per_s']!r} must exceed "
-                        f"laws.friction_v0_m_per_s = {lw['friction_v0_m_per_s']!r}")
     if it["t_end_s"] < 0:
         raise SpecError(f"integrator.t_end_s = {it['t_end_s']!r}: must be > 0 (or 0 to use integrator.revolutions)")
     paths, values = axes_values(spec)  # validates the axes
-    check_values(variant_columns(spec, paths, values))
+    check_values(variant_columns(spec, paths, values), sch)
 
 
 def swept_paths(spec):
     return list(spec["axes"].keys())
 
 
-def _sweepable_keys():
-    return [f"{s}.{kk}" for s in SWEEPABLE_SECTIONS for kk in _allowed(s) if isinstance(_allowed(s)[kk], float)]
+def _sweepable_keys(sch):
+    return [f"{s}.{kk}" for s in sch.sweepable for kk in sch.allowed(s) if isinstance(sch.allowed(s)[kk], float)]
 
 
 def resolve_axis_key(spec, key):
     """An axis key is a dotted path or a bare key unique across the sweepable tables."""
+    sch = schema_of(spec)
     if "." in key:
         sec, k = key.split(".", 1)
-        if sec not in SWEEPABLE_SECTIONS or k not in _allowed(sec):
-            raise SpecError(f"axes.{key}: unknown key{_did_you_mean(key, _sweepable_keys())}")
+        if sec not in sch.sweepable or k not in sch.allowed(sec):
+            raise SpecError(f"axes.{key}: unknown key{_did_you_mean(key, _sweepable_keys(sch))}")
         path = key
     else:
-        hits = [f"{s}.{key}" for s in SWEEPABLE_SECTIONS if key in _allowed(s)]
+        hits = [f"{s}.{key}" for s in sch.sweepable if key in sch.allowed(s)]
         if len(hits) != 1:
-            raise SpecError(f"axes.{key}: unknown key{_did_you_mean(key, [p.split('.', 1)[1] for p in _sweepable_keys()])}")
+            raise SpecError(f"axes.{key}: unknown key{_did_you_mean(key, [p.split('.', 1)[1] for p in _sweepable_keys(sch)])}")
         path = hits[0]
     sec, k = path.split(".")
-    if not isinstance(_allowed(sec)[k], float):
+    if not isinstance(sch.allowed(sec)[k], float):
         raise SpecError(f"axes.{key}: {path} is structural (not a float) and cannot be swept")
-    if k in FOURIER_KEYS and spec["profile"]["kind"] != "fourier":
+    if k in FOURIER_KEYS and sec == "profile" and spec["profile"]["kind"] != "fourier":
         raise SpecError(f"axes.{key}: Fourier harmonic axes need profile.kind = 'fourier' (and profile points), "
                         f"got profile.kind = {spec['profile']['kind']!r}")
     return path
@@ -466,7 +419,7 @@ def parse_axes(spec):
         if vals is not None:
             for v in vals:
                 try:
-                    check_range(path, float(v))
+                    check_range(path, float(v), schema_of(spec))
                 except SpecError as e:
                     raise SpecError(f"axes.{key}.{kind}: {e}") from None
         out.append({"key": key, "path": path, "kind": kind, "arg": arg, "zip": grp, "values": vals})

@@ -13,125 +13,77 @@ import json
 import math
 import platform
 import time
-import warnings
 from dataclasses import dataclass, fields, replace
-from functools import partial
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import __version__, integrate, joints, laws, metrics, parallel, profiles, spec as specmod, store
-from .mechanisms import slider_crank as sc
-
-JOINT_NAMES = sc.JOINTS
+from . import __version__, mechanisms, parallel, spec as specmod, store
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Everything static about a sweep: model config, sizes, the variant table."""
+    """Everything static about a sweep: mechanism, model config, sizes, the variant table."""
 
-    cfg: sc.Config
+    cfg: object
     paths: tuple
     values: np.ndarray  # (B, n_axes)
     t_end: float
     dtype: str
     chunk_size: int
+    mechanism: str = "slider_crank"
 
     @property
     def n_variants(self):
         return self.values.shape[0]
 
+    @property
+    def mech(self):
+        """The mechanism module (``jaxclear.mechanisms`` protocol)."""
+        return mechanisms.get(self.mechanism)
+
+
+def mechanism_of(spec):
+    """The module of the spec's ``model.mechanism``."""
+    return mechanisms.get(spec["model"]["mechanism"])
+
 
 def _flat(spec):
     """All scalar/list parameters as {dotted path: value} from the sweepable tables."""
-    return {f"{s}.{k}": v for s in specmod.SWEEPABLE_SECTIONS for k, v in spec[s].items()}
+    return {f"{s}.{k}": v for s in specmod.schema_of(spec).sweepable for k, v in spec[s].items()}
 
 
-def make_config(spec, t_end) -> sc.Config:
-    pr, lw, it = spec["profile"], spec["laws"], spec["integrator"]
-    method = pr["method"]
-    if method == "auto":
-        method = "analytic" if pr["kind"] == "circle" else "points"
-    geom = "circle" if method == "analytic" else "points"
-    n_points = pr["n_points"] if geom == "points" else 0
-    if pr["kind"] == "measured":
-        n_points = len(_measured(spec, None)) if not n_points else n_points
-    jc = joints.JointConfig(geometry=geom, n_points=n_points,
-                            max_regions=pr["max_regions"] if geom == "points" else 1,
-                            refine=pr["refine"], normal_law=lw["normal"], friction=lw["friction"])
-    dt = it["dt_s"]
-    save_every = it["save_every"]
-    n_steps = max(1, int(math.ceil(t_end / dt - 1e-9)))
-    n_saves = max(1, int(math.ceil(n_steps / save_every)))
-    min_cont = max(1, int(round(it["continuous_contact_s"] / dt)))
-    return sc.Config(clearance_joint=spec["model"]["clearance_joint"], joint=jc, scheme=it["scheme"],
-                     dt=dt, n_saves=n_saves, save_every=save_every,
-                     outputs=tuple(spec["outputs"]["histories"]), min_continuous_steps=min_cont).validate()
-
-
-def _measured(spec, n_points):
-    """Measured bushing points from profile.path (CSV), errors re-raised naming the key."""
-    path = _profile_path(spec)
-    try:
-        return np.asarray(profiles.measured(path=path, n_points=n_points))
-    except ValueError as e:
-        raise specmod.SpecError(f"profile.path = {str(path)!r}: {e}") from None
-
-
-def _profile_path(spec):
-    p = Path(spec["profile"]["path"])
-    return p if p.is_absolute() else Path(spec.get("_base_dir", ".")) / p
+def make_config(spec, t_end):
+    """The mechanism's static Config for a run of ``t_end`` seconds."""
+    return mechanism_of(spec).make_config(spec, t_end)
 
 
 def plan(spec) -> Plan:
     paths, values = specmod.axes_values(spec)
-    flat = _flat(spec)
-    rpm = np.full(values.shape[0], float(flat["model.crank_speed_rpm"]))
-    ramp = np.full(values.shape[0], float(flat["model.ramp_time_s"]))
-    for j, pth in enumerate(paths):
-        if pth == "model.crank_speed_rpm":
-            rpm = values[:, j]
-        if pth == "model.ramp_time_s":
-            ramp = values[:, j]
-    it = spec["integrator"]
-    if it["t_end_s"] > 0:
-        t_end = float(it["t_end_s"])
-    else:
-        t_end = float(np.max(ramp + it["revolutions"] * 60.0 / rpm))
-    cfg = make_config(spec, t_end)
+    mech = mechanism_of(spec)
     B = max(1, values.shape[0])
-    cs = it["chunk_size"] or parallel.auto_chunk_size(B, bytes_per_variant(cfg, it["precision"]))
+    cols = specmod.variant_columns(spec, paths, values)
+    cfg = mech.make_config(spec, mech.t_end(spec, cols))
+    it = spec["integrator"]
+    cs = it["chunk_size"] or parallel.auto_chunk_size(B, bytes_per_variant(cfg, it["precision"], mech))
     p = Plan(cfg=cfg, paths=tuple(paths), values=values, t_end=cfg.n_steps * cfg.dt,
-             dtype=it["precision"], chunk_size=min(cs, B))
+             dtype=it["precision"], chunk_size=min(cs, B), mechanism=spec["model"]["mechanism"])
     check_variants(spec, p)
-    if p.dtype == "float32":
-        _warn_float32(spec, p)
+    if p.dtype == "float32" and hasattr(mech, "warn_float32"):
+        mech.warn_float32(spec, _variant_flat(spec, p, np.arange(p.n_variants)))
     return p
 
 
-def bytes_per_variant(cfg: sc.Config, precision: str) -> float:
-    """Rough device bytes of one variant (for the automatic chunk size): the saved histories
-    (n_saves × channels × joints) twice (result + scan stacking) plus params, carry and
-    per-step temporaries (~16 kB, more with profile points)."""
+def bytes_per_variant(cfg, precision: str, mech=None) -> float:
+    """Device bytes of one variant for the automatic chunk size: the mechanism's estimate, else
+    the saved histories (n_saves × channels, 8 joints at most) twice plus 16 kB."""
+    mech = mech or mechanisms.get("slider_crank")
+    if hasattr(mech, "bytes_per_variant"):
+        return mech.bytes_per_variant(cfg, precision)
     item = 4 if precision == "float32" else 8
-    hist = cfg.n_saves * max(1, len(cfg.outputs)) * cfg.n_joints * item
-    return 2.0 * hist + 16384 + 64 * cfg.joint.n_points * item
-
-
-def _warn_float32(spec, plan_: Plan):
-    """Warn when float32 cannot resolve µm penetrations: the position of the slider,
-    ~(r + L), carries a rounding of eps₃₂·(r + L); above 1 % of the clearance the contact
-    force is noise."""
-    flat = _variant_flat(spec, plan_, np.arange(plan_.n_variants))
-    scale = np.max(np.asarray(flat["model.crank_length_m"]) + np.asarray(flat["model.rod_length_m"]))
-    c = float(np.min(flat["joint.clearance_m"]))
-    res = float(np.finfo(np.float32).eps) * scale
-    if res > 0.01 * c:
-        warnings.warn(f"integrator.precision = 'float32' resolves positions to {res:.2g} m, more than 1% of "
-                      f"joint.clearance_m = {c:g}: penetrations and contact forces will be noisy; use float64",
-                      stacklevel=3)
+    return 2.0 * cfg.n_saves * max(1, len(cfg.outputs)) * item + 16384
 
 
 def _variant_flat(spec, plan_: Plan, idx):
@@ -142,87 +94,23 @@ def _variant_flat(spec, plan_: Plan, idx):
     return flat
 
 
-def _profile_points(spec, flat, rb, n_points, dtype):
-    pr = spec["profile"]
-    kind = pr["kind"]
-    w = flat["profile.wear_depth_m"]
-    ang = jnp.deg2rad(flat["profile.wear_angle_deg"])
-    if kind == "circle":
-        return profiles.circle(rb, n_points)
-    if kind == "ellipse":
-        ratio = flat["profile.ellipse_ratio"]
-        return profiles.ellipse(rb * ratio + w, rb, n_points, orientation=ang)
-    if kind == "fourier":
-        # Material removal only: r = R_b + w·½(1 + cos k(θ − θ_w)) + Σ a_k cos kθ + b_k sin kθ,
-        # a_k, b_k = the fourier_a_m / fourier_b_m lists plus the per-harmonic keys
-        # profile.fourier_a<k>_m / fourier_b<k>_m (scalars of [profile] or axes).
-        k = pr["wear_order"]
-        harm = {(c, h): flat[f"profile.fourier_{c}{h}_m"] for c in "ab"
-                for h in range(1, specmod.MAX_HARMONIC + 1) if f"profile.fourier_{c}{h}_m" in flat}
-        top = {c: max([h for (cc, h) in harm if cc == c], default=0) for c in "ab"}
-        na = max(k, len(pr["fourier_a_m"]), top["a"])
-        nb = max(k, len(pr["fourier_b_m"]), top["b"])
-        a = jnp.zeros(na, dtype).at[: len(pr["fourier_a_m"])].set(jnp.asarray(pr["fourier_a_m"], dtype))
-        b = jnp.zeros(nb, dtype).at[: len(pr["fourier_b_m"])].set(jnp.asarray(pr["fourier_b_m"], dtype))
-        for (c, h), v in harm.items():
-            if c == "a":
-                a = a.at[h - 1].add(jnp.asarray(v, dtype))
-            else:
-                b = b.at[h - 1].add(jnp.asarray(v, dtype))
-        a = a.at[k - 1].add(0.5 * w * jnp.cos(k * ang))
-        b = b.at[k - 1].add(0.5 * w * jnp.sin(k * ang))
-        return profiles.fourier(rb + 0.5 * w, a, b, n_points)
-    if kind == "wear_patch":
-        return profiles.wear_patch(rb, w, ang, jnp.deg2rad(flat["profile.wear_half_width_deg"]), n_points)
-    if kind == "measured":
-        return jnp.asarray(_measured(spec, n_points), dtype)
-    raise specmod.SpecError(f"profile.kind = {kind!r}")
-
-
-def params_from_flat(spec, cfg: sc.Config, flat, dtype):
-    """Build slider-crank Params for one variant from {dotted path: scalar} (traceable)."""
-    f = lambda k: jnp.asarray(flat[k], dtype)
-    m, lw = "model.", "laws."
-    rj, c = f("joint.journal_radius_m"), f("joint.clearance_m")
-    rb = rj + c
-    if spec["laws"]["stiffness"] == "auto":
-        k = laws.internal_cylinder_stiffness(rj, rb, f(lw + "youngs_modulus_Pa"), f(lw + "poisson_ratio"),
-                                             f(lw + "youngs_modulus_Pa"), f(lw + "poisson_ratio"))
-    else:
-        k = jnp.asarray(spec["laws"]["stiffness"], dtype)
-    if cfg.joint.geometry == "points":
-        pts = _profile_points(spec, flat, rb, cfg.joint.n_points, dtype).astype(dtype)
-    else:
-        pts = jnp.zeros((1, 2), dtype)
-    jp = joints.JointParams(journal_radius=rj, clearance=c, points=pts, stiffness=k,
-                            exponent=f(lw + "exponent"), restitution=f(lw + "restitution"),
-                            damping=f(lw + "damping_N_s_per_m"),
-                            friction_coefficient=f(lw + "friction_coefficient"),
-                            v0=f(lw + "friction_v0_m_per_s"), v1=f(lw + "friction_v1_m_per_s"))
-    if cfg.n_joints == 2:
-        jp = jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), jp)
-    omega = f(m + "crank_speed_rpm") * (2 * math.pi / 60)
-    ramp = f(m + "ramp_time_s")
-    return sc.Params(crank_length=f(m + "crank_length_m"), rod_length=f(m + "rod_length_m"),
-                     crank_mass=f(m + "crank_mass_kg"), rod_mass=f(m + "rod_mass_kg"),
-                     slider_mass=f(m + "slider_mass_kg"), crank_inertia=f(m + "crank_inertia_kg_m2"),
-                     rod_inertia=f(m + "rod_inertia_kg_m2"), slider_inertia=f(m + "slider_inertia_kg_m2"),
-                     crank_speed=omega, ramp_time=ramp, gravity=f(m + "gravity_m_per_s2"),
-                     steady_start=jnp.asarray(0.0, dtype), joint=jp)
+def params_from_flat(spec, cfg, flat, dtype, t_end=None):
+    """The mechanism's Params for one variant from {dotted path: scalar} (traceable)."""
+    mech = mechanism_of(spec)
+    return mech.params(spec, cfg, flat, dtype, cfg.n_steps * cfg.dt if t_end is None else t_end)
 
 
 def batch_params(spec, plan_: Plan, idx):
-    """Params with a leading variant axis for the variant indices ``idx``."""
+    """Params with a leading variant axis for the variant indices ``idx`` (vmap over the swept
+    paths only; the fixed values enter as constants)."""
     dtype = jnp.float64 if plan_.dtype == "float64" else jnp.float32
     flat = _variant_flat(spec, plan_, idx)
     swept = {k: jnp.asarray(flat[k], dtype) for k in plan_.paths}
     fixed = {k: v for k, v in flat.items() if k not in swept}
-    steady_rev = spec["integrator"]["steady_revolutions"]
+    mech = plan_.mech
 
     def one(sw):
-        p = params_from_flat(spec, plan_.cfg, {**fixed, **sw}, dtype)
-        period = 2 * math.pi / p.crank_speed
-        return p._replace(steady_start=jnp.maximum(plan_.t_end - steady_rev * period, 0.0).astype(dtype))
+        return mech.params(spec, plan_.cfg, {**fixed, **sw}, dtype, plan_.t_end)
 
     if not swept:
         p = one({})
@@ -230,50 +118,20 @@ def batch_params(spec, plan_: Plan, idx):
     return jax.vmap(one)(swept)
 
 
-def stability_dt(p: sc.Params, scheme):
-    """Conservative stable dt [s] per variant (``integrate.stability_bound``).
-
-    Linearised Hertz stiffness k = n K δ^(n−1) at the penetration δ reached when the smaller of
-    the rod and slider masses hits at the crank-pin speed r·ω (energy balance
-    ½ m v² = K δ^(n+1)/(n+1)); ω_c = √(k/m).
-    """
-    jp = p.joint
-    m = jnp.minimum(p.rod_mass, p.slider_mass)
-    v = p.crank_length * p.crank_speed
-    n = jp.exponent
-    K = jp.stiffness
-    if K.ndim > m.ndim:  # two joints: take the stiffer
-        K, n = jnp.max(K, axis=-1), jnp.max(n, axis=-1)
-    delta = (0.5 * m * v * v * (n + 1) / K) ** (1.0 / (n + 1))
-    k_lin = n * K * delta ** (n - 1)
-    return integrate.stability_bound(scheme, k_lin, m)
-
-
 def check_variants(spec, plan_: Plan, block=4096):
     """Physics checks over all variants before compiling (raises SpecError): ranges, unit
     guards and cross-field checks (``spec.check_values``), then, block by block of params,
-    the bushing staying outside the journal and dt under the stability bound."""
+    the mechanism's ``check_params`` (for the clearance-joint mechanisms: the bushing staying
+    outside the journal and dt under the stability bound)."""
     B = plan_.n_variants
-    specmod.check_values(_variant_flat(spec, plan_, np.arange(B)))
-    dt = plan_.cfg.dt
+    specmod.check_values(_variant_flat(spec, plan_, np.arange(B)), specmod.schema_of(spec))
+    hook = getattr(plan_.mech, "check_params", None)
+    if hook is None:
+        return
     for i0 in range(0, B, block):
         idx = np.arange(i0, min(B, i0 + block))
         p = batch_params(spec, plan_, idx)
-        if plan_.cfg.joint.geometry == "points":
-            rmin = np.min(np.linalg.norm(np.asarray(p.joint.points), axis=-1), axis=-1)
-            rj = np.asarray(p.joint.journal_radius).reshape(rmin.shape[0], -1)[:, 0]
-            if np.any(rmin <= rj):
-                i = int(np.argmin(rmin - rj))
-                raise specmod.SpecError(f"profile: the bushing profile of variant {i0 + i}{_swept_text(plan_, i0 + i)} "
-                                        f"comes within {rmin[i]:.6g} m of its centre, not larger than "
-                                        f"joint.journal_radius_m = {rj[i]:.6g}: the journal must be smaller than "
-                                        "the bearing")
-        bound = np.asarray(stability_dt(p, plan_.cfg.scheme))
-        if np.any(dt > bound):
-            i = int(np.argmin(bound))
-            raise specmod.SpecError(f"integrator.dt_s = {dt:g} exceeds the stability bound {bound[i]:.3g} s of "
-                                    f"scheme {plan_.cfg.scheme!r} (variant {i0 + i}{_swept_text(plan_, i0 + i)}; "
-                                    "contact stiffness and masses, see integrate.stability_bound); reduce dt_s")
+        hook(spec, plan_.cfg, p, lambda i, i0=i0: f"variant {i0 + i}{_swept_text(plan_, i0 + i)}")
 
 
 def _swept_text(plan_: Plan, i):
@@ -305,10 +163,11 @@ def estimate(spec_or_path, overrides=(), probe_steps=200):
     n_chunks = math.ceil(B / cs)
     ex = exec_size(cs)  # the executed (device-padded) chunk: what the compiled function sees
     example = batch_params(spec, pl, _padded(np.arange(cs), ex))
-    out_shape = jax.eval_shape(jax.vmap(lambda p: sc.simulate(cfg, p)), example)
+    mech = pl.mech
+    out_shape = jax.eval_shape(jax.vmap(lambda p: mech.simulate(cfg, p)), example)
     params_b, out_b, hist_chunk_b = _nbytes(example), _nbytes(out_shape), _nbytes(out_shape.history)
     hist_per_variant = hist_chunk_b // ex
-    n_joints = cfg.n_joints
+    n_joints = len(mech.joint_names(cfg))
     n_metrics = 22 + (6 * n_joints if n_joints > 1 else 0)  # chunk_metrics columns (approximate)
     metrics_b = B * (n_metrics + len(pl.paths)) * 8
     est = {
@@ -319,8 +178,8 @@ def estimate(spec_or_path, overrides=(), probe_steps=200):
         "chunk_size": int(cs), "n_chunks": int(n_chunks), "padding": int(n_chunks * cs - B),
         "steps_per_variant": int(cfg.n_steps), "dt_s": cfg.dt, "t_end_s": pl.t_end,
         "save_every": cfg.save_every, "n_saves": cfg.n_saves, "channels": list(cfg.outputs),
-        "precision": pl.dtype, "scheme": cfg.scheme, "geometry": cfg.joint.geometry,
-        "n_points": cfg.joint.n_points, "clearance_joint": cfg.clearance_joint,
+        "precision": pl.dtype, "scheme": cfg.scheme, "mechanism": pl.mechanism,
+        **_describe(spec, pl),
         "params_bytes_per_chunk": params_b, "output_bytes_per_chunk": out_b,
         "history_bytes_per_chunk": hist_chunk_b, "temp_bytes_per_chunk": None,
         "memory_bytes_per_chunk": params_b + out_b,
@@ -370,11 +229,12 @@ def compiled(plan_: Plan, example):
     local devices the variant axis is sharded over them (``parallel.variant_sharding``).
     Returns (compiled function, seconds spent compiling now: 0 on an in-process hit)."""
     nd = jax.local_device_count()
-    key = (plan_.cfg, plan_.dtype, nd, jax.tree_util.tree_structure(example),
+    key = (plan_.mechanism, plan_.cfg, plan_.dtype, nd, jax.tree_util.tree_structure(example),
            tuple(x.shape for x in jax.tree_util.tree_leaves(example)))
     if key in _CACHE:
         return _CACHE[key], 0.0
-    sim = jax.vmap(lambda p: sc.simulate(plan_.cfg, p))
+    mech = plan_.mech
+    sim = jax.vmap(lambda p: mech.simulate(plan_.cfg, p))
     if nd > 1:
         sh = parallel.variant_sharding()
         fn = jax.jit(sim, in_shardings=(sh,), out_shardings=sh)
@@ -394,59 +254,15 @@ def exec_size(chunk_size: int) -> int:
 _CACHE: dict = {}
 
 
-@partial(jax.jit, static_argnums=(2,))
-def _ideal_peaks_batch(p, t_end, n_samples):
-    return jax.vmap(lambda pp: sc.ideal_peaks(pp, t_end, pp.steady_start, n_samples=n_samples))(p)
-
-
-def _peak_columns(out, what, unit, ideal_col, peak, peak_s, ideal, ideal_s):
-    """peak_<what><unit>, its steady twin, the ideal peak, DE (seed 001) and plain ratios."""
-    out[f"peak_{what}{unit}"] = peak
-    out[f"peak_{what}_steady{unit}"] = peak_s
-    out[ideal_col] = ideal
-    out[ideal_col.replace(unit, "_steady" + unit)] = ideal_s
-    out[f"daf_{what}"] = metrics.amplification(peak, ideal)
-    out[f"daf_{what}_steady"] = metrics.amplification(peak_s, ideal_s)
-    out[f"ratio_{what}"] = peak / ideal
-    out[f"ratio_{what}_steady"] = peak_s / ideal_s
-
-
 def chunk_metrics(spec, plan_: Plan, p, res, n_real):
-    """Metrics table rows (dict of arrays) for one chunk."""
-    t_end = plan_.t_end
-    acc = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_real], res.acc)
-    # ≥ 1024 samples per crank revolution of the fastest variant: peak sampling error < 1e-5.
-    revs = float(np.max(np.asarray(p.crank_speed))) * t_end / (2 * math.pi)
-    n_samples = int(min(2 ** 18, max(2048, 1024 * math.ceil(revs)))) + 1
-    ideal_full, ideal_steady = _ideal_peaks_batch(p, t_end, n_samples)
-    ideal_full = {k: np.asarray(v)[:n_real] for k, v in ideal_full.items()}
-    ideal_steady = {k: np.asarray(v)[:n_real] for k, v in ideal_steady.items()}
-    names = JOINT_NAMES[plan_.cfg.clearance_joint]
-    out = {}
-    ref = np.maximum.reduce([ideal_full["reaction_" + n] for n in names])
-    refs = np.maximum.reduce([ideal_steady["reaction_" + n] for n in names])
-    _peak_columns(out, "contact_force", "_N", "ideal_peak_reaction_N",
-                  acc.peak_force.max(axis=1), acc.peak_force_steady.max(axis=1), ref, refs)
-    _peak_columns(out, "slider_acceleration", "_m_per_s2", "ideal_peak_slider_acceleration_m_per_s2",
-                  acc.peak_acc, acc.peak_acc_steady,
-                  ideal_full["slider_acceleration"], ideal_steady["slider_acceleration"])
-    free, imp, cont = (np.asarray(x) for x in metrics.motion_fractions(acc))
-    out["impacts"] = acc.impacts.sum(axis=1)
-    out["free_flight_fraction"] = free.mean(axis=1)
-    out["impact_fraction"] = imp.mean(axis=1)
-    out["continuous_contact_fraction"] = cont.mean(axis=1)
-    out["max_contact_regions"] = acc.max_regions.max(axis=1)
-    if len(names) > 1:
-        for j, nm in enumerate(names):
-            out[f"peak_contact_force_{nm}_N"] = acc.peak_force[:, j]
-            out[f"daf_contact_force_{nm}"] = metrics.amplification(acc.peak_force[:, j], ideal_full["reaction_" + nm])
-            out[f"impacts_{nm}"] = acc.impacts[:, j]
-            out[f"free_flight_fraction_{nm}"] = free[:, j]
-            out[f"impact_fraction_{nm}"] = imp[:, j]
-            out[f"continuous_contact_fraction_{nm}"] = cont[:, j]
-    fin = acc.finite & np.isfinite(np.asarray(res.q)[:n_real]).all(axis=1) & np.isfinite(np.asarray(res.v)[:n_real]).all(axis=1)
-    out["finite"] = fin
-    return out
+    """Metrics table rows (dict of arrays) for one chunk: the mechanism's ``chunk_metrics``."""
+    return plan_.mech.chunk_metrics(spec, plan_.cfg, p, res, n_real, plan_.t_end)
+
+
+def _describe(spec, pl: Plan):
+    """The mechanism's summary entries (``describe``), {} when it has none."""
+    hook = getattr(pl.mech, "describe", None)
+    return dict(hook(spec, pl.cfg)) if hook is not None else {}
 
 
 def _chunk_indices(ci, cs, n):
@@ -498,7 +314,7 @@ def _open_store(outdir, spec, pl, h, force, log):
             return g, False
         _check_other_spec(outdir, h, force)  # another spec: refused unless force
         log(f"--force: deleting {path} (spec_hash {old}) and starting over")
-    names = JOINT_NAMES[pl.cfg.clearance_joint]
+    names = tuple(pl.mech.joint_names(pl.cfg))
     g = store.create(outdir, spec_json=json.dumps(_clean_spec(spec), sort_keys=True), spec_hash=h,
                      version=__version__, name=spec["sweep"]["name"], n_variants=pl.n_variants,
                      chunk_size=pl.chunk_size, t_s=_times(pl), inputs=_inputs(pl), joints=names,
@@ -648,13 +464,7 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
         "device_kind": dev[0].device_kind, "device_platform": dev[0].platform, "device_count": len(dev),
         "local_device_count": jax.local_device_count(), "process_count": pc,
         "executed_chunk_size": int(cs_exec), "compile_cache": str(cache_dir) if cache_dir else None,
-        "precision": pl.dtype, "scheme": pl.cfg.scheme, "clearance_joint": pl.cfg.clearance_joint,
-        "geometry": pl.cfg.joint.geometry, "n_points": pl.cfg.joint.n_points,
-        "max_regions": pl.cfg.joint.max_regions, "normal_law": pl.cfg.joint.normal_law,
-        "friction": pl.cfg.joint.friction,
-        "steady_window": f"last {spec['integrator']['steady_revolutions']:g} crank revolution(s) of each variant, "
-                         "t >= t_end - steady_revolutions*60/crank_speed_rpm",
-        "continuous_contact_s": spec["integrator"]["continuous_contact_s"],
+        "precision": pl.dtype, "scheme": pl.cfg.scheme, "mechanism": pl.mechanism, **_describe(spec, pl),
         "failed_variants": failed, "axes": [specmod.column_name(p) for p in pl.paths],
         "python": platform.python_version(), "jax": jax.__version__,
     }
@@ -733,17 +543,18 @@ def write_outputs(outdir, spec, table, summary, hists, t):
     except ImportError:
         pass
     summary = dict(summary)
-    if spec["outputs"]["plots"] and "journal_x_m" in hists:
+    if spec["outputs"]["plots"] and hasattr(mechanism_of(spec), "plots"):
         t0 = time.perf_counter()
-        summary["plots"] = _plots(outdir, spec, table, summary, hists, t)
-        summary["plot_s"] = time.perf_counter() - t0
+        written = _plots(outdir, spec, table, summary, hists, t)
+        if written:
+            summary["plots"] = written
+            summary["plot_s"] = time.perf_counter() - t0
     (outdir / "summary.json").write_text(json.dumps(summary, indent=2))
     return summary
 
 
 def _plots(outdir, spec, table, summary, hists, t):
-    from . import plots
-    return plots.sweep_plots(outdir, table, summary, hists, t, spec)
+    return mechanism_of(spec).plots(outdir, spec, table, summary, hists, t)
 
 
 @dataclass
@@ -839,12 +650,14 @@ def _done_subset(res: Results):
 def plot_results(out, res: Results | None = None):
     """Regenerate DIR/plots from the store (done variants only); returns the written paths."""
     res = res if res is not None else load(out)
-    if not res.variant_done.any() or "journal_x_m" not in res.histories:
-        return []
     spec = res.spec
+    if not res.variant_done.any() or not hasattr(mechanism_of(spec), "plots"):
+        return []
     table, hists = _done_subset(res)
-    summary = {"name": res.attrs["name"], "clearance_joint": spec["model"]["clearance_joint"],
+    summary = {"name": res.attrs["name"], "mechanism": spec["model"]["mechanism"],
                "axes": list(res.attrs["axes"])}
+    if "clearance_joint" in spec["model"]:
+        summary["clearance_joint"] = spec["model"]["clearance_joint"]
     return _plots(Path(out) if Path(out).name != store.NAME else Path(out).parent, spec, table, summary,
                   hists, res.t_s)
 

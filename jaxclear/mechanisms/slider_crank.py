@@ -23,7 +23,10 @@ Benchmark values (Flores et al. 2008, Table 1): crank 0.05 m, rod 0.12 m; masses
 
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -32,6 +35,8 @@ import numpy as np
 
 from .. import integrate, joints, laws, metrics
 from .._math import cross2, perp, safe_norm
+from ..spec import SpecError, check_choice
+from . import _clearance
 
 # Clearance joints of each configuration, in the order of the per-joint outputs.
 JOINTS = {"rod_slider": ("rod_slider",), "crank_rod": ("crank_rod",), "both": ("crank_rod", "rod_slider")}
@@ -411,3 +416,240 @@ def ideal_peaks(p: Params, t_end, steady_start, n_samples: int = 20001):
     full, st = ideal(p, t), ideal(p, ts)
     keys = ("slider_acceleration", "reaction_rod_slider", "reaction_crank_rod")
     return ({k: jnp.max(jnp.abs(full[k])) for k in keys}, {k: jnp.max(jnp.abs(st[k])) for k in keys})
+
+
+# ----------------------------------------------------------------------------- sweep protocol
+# (jaxclear.mechanisms: what `jaxclear run` needs to sweep this mechanism)
+
+SPEC_TABLES = {
+    "model": {
+        "mechanism": "slider_crank",
+        "clearance_joint": "rod_slider",
+        "crank_length_m": 0.05,
+        "rod_length_m": 0.12,
+        "crank_mass_kg": 0.30,
+        "rod_mass_kg": 0.21,
+        "slider_mass_kg": 0.14,
+        "crank_inertia_kg_m2": 1e-5,
+        "rod_inertia_kg_m2": 2.5e-4,
+        "slider_inertia_kg_m2": 1e-4,
+        "crank_speed_rpm": 5000.0,
+        "ramp_time_s": 0.0,
+        "gravity_m_per_s2": 9.81,
+    },
+    **_clearance.TABLES,
+    "outputs": {"histories": list(DEFAULT_OUTPUTS), "plot_variants": 4, "plots": True},
+}
+SPEC_OPTIONAL = _clearance.OPTIONAL
+SWEEPABLE = ("model",) + _clearance.SWEEPABLE
+RANGES = {
+    # key: (lo, hi, inclusive_lo) — physically admissible ranges, checked for every variant.
+    "model.crank_length_m": (0.0, math.inf, False),
+    "model.rod_length_m": (0.0, math.inf, False),
+    "model.crank_mass_kg": (0.0, math.inf, False),
+    "model.rod_mass_kg": (0.0, math.inf, False),
+    "model.slider_mass_kg": (0.0, math.inf, False),
+    "model.crank_inertia_kg_m2": (0.0, math.inf, False),
+    "model.rod_inertia_kg_m2": (0.0, math.inf, False),
+    "model.slider_inertia_kg_m2": (0.0, math.inf, False),
+    "model.crank_speed_rpm": (0.0, 1e6, False),
+    "model.ramp_time_s": (0.0, math.inf, True),
+    "model.gravity_m_per_s2": (-1e3, 1e3, True),
+    **_clearance.RANGES,
+}
+UNIT_LIMITS = {
+    **_clearance.UNIT_LIMITS,
+    "model.crank_length_m": (10.0, ">=", "lengths are in metres (50 mm = 0.05): did you give mm?"),
+    "model.rod_length_m": (10.0, ">=", "lengths are in metres (120 mm = 0.12): did you give mm?"),
+    "model.crank_speed_rpm": (1.0, "<", "the crank speed is in revolutions per minute (5000 rpm = 83.3 rev/s): "
+                                        "did you give rev/s or Hz? (at least 1 rpm)"),
+}
+INT_RANGES = _clearance.INT_RANGES
+
+
+def validate_spec(spec):
+    check_choice("model.clearance_joint", spec["model"]["clearance_joint"], CLEARANCE_JOINTS)
+    _clearance.validate_spec(spec)
+
+
+def check_values(cols):
+    _clearance.check_values(cols)
+    r, L = np.asarray(cols["model.crank_length_m"], float), np.asarray(cols["model.rod_length_m"], float)
+    if np.any(L <= r):
+        raise SpecError(f"model.rod_length_m = {float(np.min(L))!r} must exceed model.crank_length_m = {float(np.max(r))!r}")
+
+
+def t_end(spec, cols):
+    """integrator.t_end_s, or (when 0) the ramp plus integrator.revolutions at the slowest speed."""
+    it = spec["integrator"]
+    if it["t_end_s"] > 0:
+        return float(it["t_end_s"])
+    rpm = np.asarray(cols["model.crank_speed_rpm"], float)
+    ramp = np.asarray(cols["model.ramp_time_s"], float)
+    return float(np.max(ramp + it["revolutions"] * 60.0 / rpm))
+
+
+def make_config(spec, t_end) -> Config:
+    it = spec["integrator"]
+    dt = it["dt_s"]
+    save_every = it["save_every"]
+    n_steps = max(1, int(math.ceil(t_end / dt - 1e-9)))
+    n_saves = max(1, int(math.ceil(n_steps / save_every)))
+    min_cont = max(1, int(round(it["continuous_contact_s"] / dt)))
+    return Config(clearance_joint=spec["model"]["clearance_joint"], joint=_clearance.joint_config(spec),
+                  scheme=it["scheme"], dt=dt, n_saves=n_saves, save_every=save_every,
+                  outputs=tuple(spec["outputs"]["histories"]), min_continuous_steps=min_cont).validate()
+
+
+def params(spec, cfg: Config, flat, dtype, t_end) -> Params:
+    """Params of one variant from {dotted path: scalar} (traceable).  The steady window is the
+    last integrator.steady_revolutions crank revolutions before t_end."""
+    f = lambda k: jnp.asarray(flat[k], dtype)
+    m = "model."
+    jp = _clearance.stacked(_clearance.joint_params(spec, cfg.joint, flat, dtype), cfg.n_joints)
+    omega = f(m + "crank_speed_rpm") * (2 * math.pi / 60)
+    period = 2 * math.pi / omega
+    steady = jnp.maximum(t_end - spec["integrator"]["steady_revolutions"] * period, 0.0).astype(dtype)
+    return Params(crank_length=f(m + "crank_length_m"), rod_length=f(m + "rod_length_m"),
+                  crank_mass=f(m + "crank_mass_kg"), rod_mass=f(m + "rod_mass_kg"),
+                  slider_mass=f(m + "slider_mass_kg"), crank_inertia=f(m + "crank_inertia_kg_m2"),
+                  rod_inertia=f(m + "rod_inertia_kg_m2"), slider_inertia=f(m + "slider_inertia_kg_m2"),
+                  crank_speed=omega, ramp_time=f(m + "ramp_time_s"), gravity=f(m + "gravity_m_per_s2"),
+                  steady_start=steady, joint=jp)
+
+
+def stability_dt(p: Params, scheme):
+    """Conservative stable dt [s] per variant (``integrate.stability_bound``).
+
+    Linearised Hertz stiffness k = n K δ^(n−1) at the penetration δ reached when the smaller of
+    the rod and slider masses hits at the crank-pin speed r·ω (energy balance
+    ½ m v² = K δ^(n+1)/(n+1)); ω_c = √(k/m).
+    """
+    jp = p.joint
+    m = jnp.minimum(p.rod_mass, p.slider_mass)
+    v = p.crank_length * p.crank_speed
+    n = jp.exponent
+    K = jp.stiffness
+    if K.ndim > m.ndim:  # two joints: take the stiffer
+        K, n = jnp.max(K, axis=-1), jnp.max(n, axis=-1)
+    delta = (0.5 * m * v * v * (n + 1) / K) ** (1.0 / (n + 1))
+    k_lin = n * K * delta ** (n - 1)
+    return integrate.stability_bound(scheme, k_lin, m)
+
+
+def check_params(spec, cfg: Config, p: Params, name):
+    """The bushing stays outside the journal; dt is under the stability bound."""
+    _clearance.check_bushing(cfg.joint, p.joint, name)
+    check_dt(cfg, np.asarray(stability_dt(p, cfg.scheme)), name)
+
+
+def check_dt(cfg, bound, name):
+    """SpecError naming the first variant whose stable step ``bound`` [s] is below cfg.dt."""
+    if np.any(cfg.dt > bound):
+        i = int(np.argmin(bound))
+        raise SpecError(f"integrator.dt_s = {cfg.dt:g} exceeds the stability bound {bound[i]:.3g} s of "
+                        f"scheme {cfg.scheme!r} ({name(i)}; "
+                        "contact stiffness and masses, see integrate.stability_bound); reduce dt_s")
+
+
+def joint_names(cfg: Config):
+    return JOINTS[cfg.clearance_joint]
+
+
+def describe(spec, cfg: Config):
+    return {"clearance_joint": cfg.clearance_joint, **_clearance.describe(cfg.joint),
+            "steady_window": f"last {spec['integrator']['steady_revolutions']:g} crank revolution(s) of each variant, "
+                             "t >= t_end - steady_revolutions*60/crank_speed_rpm",
+            "continuous_contact_s": spec["integrator"]["continuous_contact_s"]}
+
+
+def bytes_per_variant(cfg: Config, precision: str) -> float:
+    """Rough device bytes of one variant (for the automatic chunk size): the saved histories
+    (n_saves × channels × joints) twice (result + scan stacking) plus params, carry and
+    per-step temporaries (~16 kB, more with profile points)."""
+    item = 4 if precision == "float32" else 8
+    hist = cfg.n_saves * max(1, len(cfg.outputs)) * cfg.n_joints * item
+    return 2.0 * hist + 16384 + 64 * cfg.joint.n_points * item
+
+
+def warn_float32(spec, cols):
+    """Warn when float32 cannot resolve µm penetrations: the position of the slider,
+    ~(r + L), carries a rounding of eps₃₂·(r + L); above 1 % of the clearance the contact
+    force is noise."""
+    scale = np.max(np.asarray(cols["model.crank_length_m"]) + np.asarray(cols["model.rod_length_m"]))
+    c = float(np.min(cols["joint.clearance_m"]))
+    res = float(np.finfo(np.float32).eps) * scale
+    if res > 0.01 * c:
+        warnings.warn(f"integrator.precision = 'float32' resolves positions to {res:.2g} m, more than 1% of "
+                      f"joint.clearance_m = {c:g}: penetrations and contact forces will be noisy; use float64",
+                      stacklevel=4)
+
+
+@partial(jax.jit, static_argnums=(2,))
+def _ideal_peaks_batch(p, t_end, n_samples):
+    return jax.vmap(lambda pp: ideal_peaks(pp, t_end, pp.steady_start, n_samples=n_samples))(p)
+
+
+def _peak_columns(out, what, unit, ideal_col, peak, peak_s, ideal_, ideal_s):
+    """peak_<what><unit>, its steady twin, the ideal peak, DE (seed 001) and plain ratios."""
+    out[f"peak_{what}{unit}"] = peak
+    out[f"peak_{what}_steady{unit}"] = peak_s
+    out[ideal_col] = ideal_
+    out[ideal_col.replace(unit, "_steady" + unit)] = ideal_s
+    out[f"daf_{what}"] = metrics.amplification(peak, ideal_)
+    out[f"daf_{what}_steady"] = metrics.amplification(peak_s, ideal_s)
+    out[f"ratio_{what}"] = peak / ideal_
+    out[f"ratio_{what}_steady"] = peak_s / ideal_s
+
+
+def motion_columns(out, acc, names):
+    """Impacts and the free-flight / impact / continuous-contact fractions (all joints together
+    and, with several joints, per joint ``_<name>``)."""
+    free, imp, cont = (np.asarray(x) for x in metrics.motion_fractions(acc))
+    out["impacts"] = acc.impacts.sum(axis=1)
+    out["free_flight_fraction"] = free.mean(axis=1)
+    out["impact_fraction"] = imp.mean(axis=1)
+    out["continuous_contact_fraction"] = cont.mean(axis=1)
+    out["max_contact_regions"] = acc.max_regions.max(axis=1)
+    return free, imp, cont
+
+
+def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
+    """Metrics table rows (dict of arrays) for one chunk."""
+    acc = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_real], res.acc)
+    # ≥ 1024 samples per crank revolution of the fastest variant: peak sampling error < 1e-5.
+    revs = float(np.max(np.asarray(p.crank_speed))) * t_end / (2 * math.pi)
+    n_samples = int(min(2 ** 18, max(2048, 1024 * math.ceil(revs)))) + 1
+    ideal_full, ideal_steady = _ideal_peaks_batch(p, t_end, n_samples)
+    ideal_full = {k: np.asarray(v)[:n_real] for k, v in ideal_full.items()}
+    ideal_steady = {k: np.asarray(v)[:n_real] for k, v in ideal_steady.items()}
+    names = JOINTS[cfg.clearance_joint]
+    out = {}
+    ref = np.maximum.reduce([ideal_full["reaction_" + n] for n in names])
+    refs = np.maximum.reduce([ideal_steady["reaction_" + n] for n in names])
+    _peak_columns(out, "contact_force", "_N", "ideal_peak_reaction_N",
+                  acc.peak_force.max(axis=1), acc.peak_force_steady.max(axis=1), ref, refs)
+    _peak_columns(out, "slider_acceleration", "_m_per_s2", "ideal_peak_slider_acceleration_m_per_s2",
+                  acc.peak_acc, acc.peak_acc_steady,
+                  ideal_full["slider_acceleration"], ideal_steady["slider_acceleration"])
+    free, imp, cont = motion_columns(out, acc, names)
+    if len(names) > 1:
+        for j, nm in enumerate(names):
+            out[f"peak_contact_force_{nm}_N"] = acc.peak_force[:, j]
+            out[f"daf_contact_force_{nm}"] = metrics.amplification(acc.peak_force[:, j], ideal_full["reaction_" + nm])
+            out[f"impacts_{nm}"] = acc.impacts[:, j]
+            out[f"free_flight_fraction_{nm}"] = free[:, j]
+            out[f"impact_fraction_{nm}"] = imp[:, j]
+            out[f"continuous_contact_fraction_{nm}"] = cont[:, j]
+    fin = acc.finite & np.isfinite(np.asarray(res.q)[:n_real]).all(axis=1) & np.isfinite(np.asarray(res.v)[:n_real]).all(axis=1)
+    out["finite"] = fin
+    return out
+
+
+
+def plots(outdir, spec, table, summary, hists, t):
+    """The standard sweep PNGs (contact force vs crank angle, orbits, DAF maps)."""
+    if "journal_x_m" not in hists:
+        return []
+    from .. import plots as plots_
+    return plots_.sweep_plots(outdir, table, summary, hists, t, spec)

@@ -1,0 +1,176 @@
+"""The mechanism registry: ``model.mechanism`` dispatch, and the protocol of
+``jaxclear.mechanisms`` exercised by a model that is not a multibody one (this module itself
+is a 1-DOF oscillator registered as ``toy_oscillator``): spec tables, axes, the store, resume."""
+
+import math
+import sys
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxclear import integrate, mechanisms, spec as specmod, store, sweep
+
+# ---------------------------------------------------------------- a 1-DOF oscillator, protocol-complete
+
+SPEC_TABLES = {
+    "model": {"mechanism": "toy_oscillator", "mass_kg": 1.0, "stiffness_N_per_m": 100.0,
+              "initial_position_m": 0.01},
+    "integrator": {"scheme": "leapfrog", "dt_s": 1e-3, "t_end_s": 1.0, "revolutions": 1.0,
+                   "save_every": 10, "precision": "float64", "chunk_size": 0, "steady_revolutions": 1.0,
+                   "continuous_contact_s": 1e-3},
+    "outputs": {"histories": ["position_m"], "plot_variants": 0, "plots": False},
+}
+SWEEPABLE = ("model",)
+RANGES = {"model.mass_kg": (0.0, math.inf, False), "model.stiffness_N_per_m": (0.0, math.inf, False),
+          "model.initial_position_m": (-1.0, 1.0, True)}
+OUTPUT_CHANNELS = {"position_m": "x", "velocity_m_per_s": "ẋ"}
+
+
+@dataclass(frozen=True)
+class Config:
+    dt: float
+    save_every: int
+    n_saves: int
+    scheme: str
+    outputs: tuple
+
+    @property
+    def n_steps(self):
+        return self.n_saves * self.save_every
+
+
+class Params(NamedTuple):
+    m: jnp.ndarray
+    k: jnp.ndarray
+    x0: jnp.ndarray
+
+
+class Result(NamedTuple):
+    peak: jnp.ndarray
+    energy: jnp.ndarray
+    history: dict
+
+
+def t_end(spec, cols):
+    return spec["integrator"]["t_end_s"]
+
+
+def make_config(spec, t_end):
+    it = spec["integrator"]
+    n = max(1, math.ceil(t_end / it["dt_s"] - 1e-9))
+    return Config(it["dt_s"], it["save_every"], max(1, math.ceil(n / it["save_every"])), it["scheme"],
+                  tuple(spec["outputs"]["histories"]))
+
+
+def params(spec, cfg, flat, dtype, t_end):
+    f = lambda k: jnp.asarray(flat[k], dtype)
+    return Params(f("model.mass_kg"), f("model.stiffness_N_per_m"), f("model.initial_position_m"))
+
+
+def check_params(spec, cfg, p, name):
+    bound = np.asarray(integrate.stability_bound(cfg.scheme, p.k, p.m))
+    if np.any(cfg.dt > bound):
+        i = int(np.argmin(bound))
+        raise specmod.SpecError(f"integrator.dt_s = {cfg.dt:g} exceeds the stability bound {bound[i]:.3g} s "
+                                f"({name(i)})")
+
+
+def simulate(cfg, p):
+    """m ẍ = −k x from rest at x0: peak |x| and the final energy ½mẋ² + ½kx² [J]."""
+    def accel(pp, q, v, aux, t):
+        a = -pp.k * q / pp.m
+        return a, aux, (q, v)
+
+    step = integrate.make_step(cfg.scheme, accel, lambda q, v, h: q + h * v, cfg.dt)
+    q0 = jnp.stack([p.x0])
+    s0 = integrate.State(q0, jnp.zeros_like(q0), -p.k * q0 / p.m, jnp.zeros(()))
+    reduce = lambda acc, out, i: jnp.maximum(acc, jnp.abs(out[0][0]))
+    save = lambda out: {"position_m": out[0][0], "velocity_m_per_s": out[1][0]}
+    s, peak, hist = integrate.simulate(step, p, s0, jnp.abs(p.x0), reduce, cfg.n_saves, cfg.save_every, save=save)
+    energy = 0.5 * p.m * s.v[0] ** 2 + 0.5 * p.k * s.q[0] ** 2
+    return Result(peak, energy, {k: hist[k] for k in cfg.outputs})
+
+
+def chunk_metrics(spec, cfg, p, res, n_real, t_end):
+    e0 = 0.5 * np.asarray(p.k) * np.asarray(p.x0) ** 2
+    energy = np.asarray(res.energy)
+    return {"peak_position_m": np.asarray(res.peak)[:n_real],
+            "energy_error": ((energy - e0) / e0)[:n_real],
+            "finite": np.isfinite(energy)[:n_real]}
+
+
+def joint_names(cfg):
+    return ()
+
+
+# ---------------------------------------------------------------- tests
+
+@pytest.fixture(autouse=True, scope="module")
+def toy():
+    mechanisms.register("toy_oscillator", sys.modules[__name__])
+    yield
+    mechanisms.REGISTRY.pop("toy_oscillator")
+    specmod.schema.cache_clear()
+
+
+def toy_spec(**axes):
+    return {"model": {"mechanism": "toy_oscillator"}, "sweep": {"name": "toy"},
+            "integrator": {"chunk_size": 2}, "axes": axes}
+
+
+def test_unknown_mechanism_names_the_registered_ones():
+    with pytest.raises(specmod.SpecError) as ei:
+        specmod.load({"model": {"mechanism": "slider_cranck"}})
+    msg = str(ei.value)
+    assert "model.mechanism = 'slider_cranck'" in msg and "did you mean 'slider_crank'" in msg
+    assert "slider_crank" in msg.split("allowed:")[1]
+
+
+def test_tables_come_from_the_mechanism():
+    sp = specmod.load(toy_spec())
+    assert set(sp) - {"_base_dir"} == {"sweep", "model", "integrator", "outputs", "sampling", "axes"}
+    assert sp["integrator"]["dt_s"] == 1e-3  # the toy's own integrator defaults
+    with pytest.raises(specmod.SpecError, match=r"unknown table \[joint\]"):
+        specmod.load({**toy_spec(), "joint": {"clearance_m": 1e-4}})
+    with pytest.raises(specmod.SpecError, match="model.crank_length_m"):
+        specmod.load({"model": {"mechanism": "toy_oscillator", "crank_length_m": 0.05}})
+    with pytest.raises(specmod.SpecError, match=r"model.mass_kg = -1.0 is outside the allowed range"):
+        specmod.load(toy_spec(mass_kg={"values": [1.0, -1.0]}))
+    with pytest.raises(specmod.SpecError, match="outputs.histories entry 'contact_force_N'"):
+        specmod.load({**toy_spec(), "outputs": {"histories": ["contact_force_N"]}})
+    with pytest.raises(specmod.SpecError, match=r"stability bound .*variant 1 \(model.stiffness_N_per_m = 1e\+07\)"):
+        sweep.plan(specmod.load(toy_spec(stiffness_N_per_m={"values": [100.0, 1e7]})))
+
+
+def test_toy_sweep_runs_stores_and_resumes(tmp_path):
+    sp = toy_spec(stiffness_N_per_m={"values": [100.0, 400.0, 900.0]})
+    out = tmp_path / "toy"
+    table, summary, hists = sweep.run(sp, out=out, log=None, compile_cache=False)
+    assert summary["mechanism"] == "toy_oscillator" and summary["variants"] == 3 and summary["chunks"] == 2
+    assert list(table) == ["stiffness_N_per_m", "peak_position_m", "energy_error", "finite"]
+    # leapfrog conserves a shadow energy: |ΔE/E| = O((ω dt)²), ω = √(k/m) = 10, 20, 30 rad/s
+    w_dt = np.sqrt(table["stiffness_N_per_m"]) * 1e-3
+    assert np.all(np.abs(table["energy_error"]) < w_dt ** 2) and np.all(table["finite"])
+    np.testing.assert_allclose(table["peak_position_m"], 0.01, rtol=1e-12)
+    assert hists["position_m"].shape == (3, 100)
+    x = hists["position_m"][0]
+    t = (np.arange(100) + 1) * 10e-3
+    np.testing.assert_allclose(x, 0.01 * np.cos(10.0 * t), atol=2e-6)  # the analytic response
+    g = store.open(out, mode="r")
+    assert list(g.attrs["joints"]) == [] and g.attrs["spec_hash"] == summary["spec_hash"]
+    again, s2, _ = sweep.run(sp, out=out, log=None, compile_cache=False)
+    assert s2["chunks_reused"] == 2 and s2["chunks_computed"] == 0
+    for k in table:
+        np.testing.assert_array_equal(again[k], table[k])
+    res = sweep.load(out)
+    assert res.complete and res.histories["position_m"].shape == (3, 100)
+
+
+def test_estimate_without_probe():
+    e = sweep.estimate(specmod.load(toy_spec(stiffness_N_per_m={"values": [100.0, 400.0]})), probe_steps=0)
+    assert e["mechanism"] == "toy_oscillator" and e["steps_per_variant"] == 1000 and e["n_chunks"] == 1
+    assert jax.tree_util.tree_leaves(e)  # JSON-able dict
