@@ -1,5 +1,6 @@
 """Command line: ``jaxclear run [SPEC] [--out DIR] [--set key=value ...] [--force]``, ``jaxclear show DIR``,
-``jaxclear export DIR [--format csv|parquet] [--output FILE]``."""
+``jaxclear export DIR [--format csv|parquet] [--output FILE]``,
+``jaxclear serve`` / ``submit SPEC --server URL`` / ``status JOB --server URL`` (the sweep service)."""
 
 from __future__ import annotations
 
@@ -217,6 +218,84 @@ def cmd_export(args):
     return 0
 
 
+def cmd_serve(args):
+    """The sweep service (``jaxclear.service.serve``): HTTP API + HTML page + worker processes."""
+    import os
+    from . import service
+    token = args.token or os.environ.get("JAXCLEAR_TOKEN") or None
+    lim = service.Limits(max_spec_bytes=args.max_spec_bytes, max_variants=args.max_variants,
+                         max_steps=args.max_steps, max_queued=args.max_queued,
+                         max_store_bytes=args.max_store_bytes)
+    try:
+        service.serve(args.host, args.port, args.data, token=token, workers=args.workers,
+                      cache_dir=args.cache_dir, limits=lim)
+    except (ValueError, service.DataDirBusy) as e:
+        print(f"jaxclear: error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        print(f"jaxclear: error: jaxclear serve needs the 'service' extra (pip install 'jaxclear[service]'): {e}",
+              file=sys.stderr)
+        return 2
+    return 0
+
+
+def _client(args):
+    import os
+    from .client import Client
+    return Client(args.server, token=args.token or os.environ.get("JAXCLEAR_TOKEN") or None)
+
+
+def _status_line(s):
+    rate = f", {s['variant_steps_per_s']:.3g} variant-steps/s" if s.get("variant_steps_per_s") else ""
+    eta = f", ETA {s['eta_s']:.0f} s" if s.get("eta_s") is not None and s["status"] == "running" else ""
+    err = f": {s['error']}" if s.get("error") else ""
+    return f"{s['id']} {s['name']} {s['status']} {s['variants_done']}/{s['variants_total']} variants{rate}{eta}{err}"
+
+
+def cmd_submit(args):
+    """Submit a spec to a service; prints the job id (with --wait, waits and prints the status)."""
+    from .client import JobFailed, ServiceError
+    path = Path(args.spec) if args.spec else DEFAULT_SPEC
+    if not path.is_file():
+        print(f"jaxclear: error: spec file {str(path)!r} does not exist", file=sys.stderr)
+        return 2
+    try:
+        job = _client(args).submit(path.read_text(), set=args.set or ())
+        print(job.id)
+        if args.wait:
+            print(_status_line(job.wait()))
+    except ServiceError as e:
+        print(f"jaxclear: error: {e}", file=sys.stderr)
+        return 2
+    except JobFailed as e:
+        print(f"jaxclear: error: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"jaxclear: error: cannot reach {args.server}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_status(args):
+    """Status of one job (or of all jobs) on a service."""
+    from .client import ServiceError
+    try:
+        c = _client(args)
+        if args.job:
+            s = c.job(args.job).status()
+            print(json.dumps(s, indent=2) if args.json else _status_line(s))
+        else:
+            jobs = [j.info for j in c.jobs()]
+            print(json.dumps(jobs, indent=2) if args.json else "\n".join(_status_line(s) for s in jobs))
+    except ServiceError as e:
+        print(f"jaxclear: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"jaxclear: error: cannot reach {args.server}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="jaxclear", description="Dynamics of mechanisms with clearance joints.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -250,6 +329,34 @@ def main(argv=None):
     ex.add_argument("--format", choices=("csv", "parquet"), default="csv")
     ex.add_argument("--output", help="file to write (default: DIR/metrics.<format>)")
     ex.set_defaults(func=cmd_export)
+    sv = sub.add_parser("serve", help="start the sweep service (HTTP API, HTML page, worker)")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need --token)")
+    sv.add_argument("--port", type=int, default=8642)
+    sv.add_argument("--data", default="jaxclear-data", help="queue, jobs and results (default ./jaxclear-data)")
+    sv.add_argument("--token", help="bearer token required on every request (default $JAXCLEAR_TOKEN)")
+    sv.add_argument("--workers", type=int, default=1, help="sweeps run at the same time (default 1)")
+    sv.add_argument("--cache-dir", help="persistent compilation cache (default DATA/xla-cache)")
+    sv.add_argument("--max-spec-bytes", type=int, default=256 * 1024, help="largest spec accepted (default 256 KiB)")
+    sv.add_argument("--max-variants", type=int, default=100_000, help="most variants per job (default 100000)")
+    sv.add_argument("--max-steps", type=lambda x: int(float(x)), default=10**12, help="most variant-steps per job (default 1e12)")
+    sv.add_argument("--max-store-bytes", type=lambda x: int(float(x)), default=16 * 2**30,
+                    help="largest histories of one job (default 16 GiB)")
+    sv.add_argument("--max-queued", type=int, default=1000, help="most jobs queued or running (default 1000)")
+    sv.set_defaults(func=cmd_serve)
+    for name, hlp in (("submit", "submit a spec to a service; prints the job id"),
+                      ("status", "status of a job (or all jobs) on a service")):
+        c = sub.add_parser(name, help=hlp)
+        if name == "submit":
+            c.add_argument("spec", nargs="?", help="TOML spec (default: sweeps/default.toml)")
+            c.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value")
+            c.add_argument("--wait", action="store_true", help="wait for the job to finish")
+            c.set_defaults(func=cmd_submit)
+        else:
+            c.add_argument("job", nargs="?", help="job id (default: list all jobs)")
+            c.add_argument("--json", action="store_true", help="print the status as JSON")
+            c.set_defaults(func=cmd_status)
+        c.add_argument("--server", default="http://127.0.0.1:8642", help="service URL (default http://127.0.0.1:8642)")
+        c.add_argument("--token", help="bearer token (default $JAXCLEAR_TOKEN)")
     args = ap.parse_args(argv)
     return args.func(args)
 

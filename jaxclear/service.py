@@ -1,0 +1,877 @@
+"""The sweep service: specs submitted over HTTP, a SQLite queue, worker processes, results.
+
+``jaxclear serve --data DIR`` runs one HTTP server (FastAPI on uvicorn) and, by default, one
+worker process.  Layout of DIR:
+
+    queue.sqlite          the job table (WAL mode: the server reads while a worker writes)
+    jobs/<id>/spec.json   the submitted spec (after ``--set``-like overrides)
+    jobs/<id>/out/        the sweep directory (store.zarr, metrics.csv, summary.json, plots/, ...)
+    jobs/<id>/job.log     what the sweep printed
+    xla-cache/            JAX's persistent compilation cache (unless --cache-dir)
+    worker-<i>.log        each worker's log (tracebacks of failed jobs go here, not to clients)
+
+Life of a job: ``queued`` → ``compiling`` → ``running`` → ``done`` | ``failed`` | ``cancelled``.
+A worker is a long-lived process: ``jaxclear.sweep`` keeps compiled chunk functions per model
+structure in memory, so a second job of the same structure compiles nothing, and the persistent
+cache serves them across restarts.  Workers die with the server (PR_SET_PDEATHSIG, and a parent
+check); when the server starts, jobs left ``compiling``/``running`` are queued again at the head
+of the queue and ``sweep.run`` resumes them from their store (finished chunks are not
+recomputed, the result is bit-identical).
+
+Security defaults: bind 127.0.0.1; a bearer token is required to bind any other address;
+submitted specs are limited in bytes and variants; job ids are 128-bit random; files are served
+only from the job's own ``out/`` folder; every bad request is a 4xx whose ``detail`` names the
+problem.
+"""
+
+
+import contextlib
+import hmac
+import html
+import io
+import ipaddress
+import json
+import math
+import os
+import re
+import secrets
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+import traceback
+import warnings
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+STATUSES = ("queued", "compiling", "running", "done", "failed", "cancelled")
+ACTIVE = ("compiling", "running")
+FINAL = ("done", "failed", "cancelled")
+ID_RE = re.compile(r"^[A-Za-z0-9_-]{22}$")  # secrets.token_urlsafe(16)
+MAX_ATTEMPTS = 3  # a job whose worker died this many times is failed
+CANCEL_GRACE_S = 5.0  # a running job not stopped at a chunk boundary by then: its worker is killed
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT UNIQUE NOT NULL,
+  name TEXT NOT NULL,
+  status TEXT NOT NULL,
+  created REAL NOT NULL,
+  started REAL,
+  finished REAL,
+  spec_json TEXT NOT NULL,
+  spec_hash TEXT NOT NULL,
+  variants_total INTEGER NOT NULL,
+  steps_per_variant INTEGER NOT NULL,
+  variants_done INTEGER NOT NULL DEFAULT 0,
+  variant_steps_per_s REAL,
+  eta_s REAL,
+  compile_s REAL,
+  error TEXT,
+  warnings TEXT NOT NULL DEFAULT '[]',
+  cancel_requested REAL NOT NULL DEFAULT 0,  -- time of the request (0: none)
+  attempts INTEGER NOT NULL DEFAULT 0,
+  resumed INTEGER NOT NULL DEFAULT 0,
+  worker INTEGER,
+  updated REAL
+);
+CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status, seq);
+"""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Limits on what one submission may ask for (``jaxclear serve --max-...``)."""
+
+    max_spec_bytes: int = 256 * 1024
+    max_variants: int = 100_000
+    max_steps: int = 10**12  # variants × steps per variant
+    max_queued: int = 1000
+    max_store_bytes: int = 16 * 2**30  # histories of one job (variants × saves × channels × 8 B)
+
+
+# ----------------------------------------------------------------------------------------- queue
+
+def connect(data: Path) -> sqlite3.Connection:
+    """A connection to DIR/queue.sqlite (created on first use), WAL mode, 30 s busy timeout."""
+    data.mkdir(parents=True, exist_ok=True)
+    con = sqlite3.connect(str(data / "queue.sqlite"), timeout=30.0, isolation_level=None,
+                          check_same_thread=False)
+    con.row_factory = sqlite3.Row
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("PRAGMA synchronous=NORMAL")
+    con.executescript(SCHEMA)
+    return con
+
+
+def requeue_interrupted(con, worker=None):
+    """Jobs left compiling/running by a dead worker (all of them, or those of ``worker``) go back
+    to the queue, keeping their place (seq); after MAX_ATTEMPTS deaths a job is failed instead.
+    Returns the ids requeued."""
+    q = "SELECT id, attempts, cancel_requested FROM jobs WHERE status IN ('compiling', 'running')"
+    rows = con.execute(q + ("" if worker is None else " AND worker = ?"),
+                       () if worker is None else (worker,)).fetchall()
+    back = []
+    now = time.time()
+    for r in rows:
+        if r["cancel_requested"]:
+            con.execute("UPDATE jobs SET status='cancelled', finished=?, updated=? WHERE id=?", (now, now, r["id"]))
+        elif r["attempts"] >= MAX_ATTEMPTS:
+            con.execute("UPDATE jobs SET status='failed', finished=?, updated=?, error=? WHERE id=?",
+                        (now, now, f"the worker died {r['attempts']} times while running this job "
+                         "(see worker-*.log in the data directory)", r["id"]))
+        else:
+            con.execute("UPDATE jobs SET status='queued', resumed=resumed+1, updated=? WHERE id=?", (now, r["id"]))
+            back.append(r["id"])
+    return back
+
+
+def claim(con, worker: int):
+    """Atomically take the oldest queued job (status -> compiling); None when the queue is empty."""
+    # (cancelling a queued job and claiming it are both single UPDATEs on status='queued')
+    con.execute("BEGIN IMMEDIATE")
+    try:
+        r = con.execute("SELECT id FROM jobs WHERE status='queued' ORDER BY seq LIMIT 1").fetchone()
+        if r is None:
+            con.execute("COMMIT")
+            return None
+        now = time.time()
+        con.execute("UPDATE jobs SET status='compiling', started=COALESCE(started, ?), worker=?, "
+                    "attempts=attempts+1, updated=? WHERE id=?", (now, worker, now, r["id"]))
+        con.execute("COMMIT")
+        return r["id"]
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+
+
+def job_dir(data: Path, job_id: str) -> Path:
+    return data / "jobs" / job_id
+
+
+# ---------------------------------------------------------------------------------------- worker
+
+class JobCancelled(Exception):
+    pass
+
+
+def _set_pdeathsig():
+    """Linux: the kernel kills this process when its parent dies (server SIGKILLed)."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+
+def worker_main(data, index=0, cache_dir=None, parent=None, poll_s=0.2):
+    """The worker loop: take the oldest queued job, run it with ``sweep.run``, record progress,
+    until the parent process (the server) is gone."""
+    data = Path(data)
+    from . import parallel, spec as specmod, sweep
+    cache = parallel.enable_compile_cache(cache_dir or (data / "xla-cache"))
+    con = connect(data)
+    log = open(data / f"worker-{index}.log", "a", buffering=1)
+    log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} worker {index} pid {os.getpid()} up, compile cache {cache}\n")
+    while True:
+        if parent is not None and os.getppid() != parent:
+            return 0
+        job_id = claim(con, index)
+        if job_id is None:
+            time.sleep(poll_s)
+            continue
+        try:
+            _run_job(con, data, job_id, cache, log, specmod, sweep)
+        except Exception as e:  # a job never takes the worker down
+            log.write(f"job {job_id}: unexpected {traceback.format_exc()}\n")
+            _finish(con, job_id, "failed", f"{type(e).__name__}: {e}")
+
+
+def _finish(con, job_id, status, error=None, **fields):
+    now = time.time()
+    sets = ", ".join(f"{k}=?" for k in fields)
+    con.execute(f"UPDATE jobs SET status=?, finished=?, updated=?, error=?{', ' + sets if sets else ''} WHERE id=?",
+                (status, now, now, error, *fields.values(), job_id))
+
+
+def _run_job(con, data, job_id, cache, log, specmod, sweep):
+    row = con.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
+    jd = job_dir(data, job_id)
+    out = jd / "out"
+    log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} job {job_id} ({row['name']}) attempt {row['attempts']}\n")
+    jlog = open(jd / "job.log", "a", buffering=1)
+    try:
+        spec = specmod.load(json.loads(row["spec_json"]))
+        spec["_base_dir"] = str(jd)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pl = sweep.plan(spec)
+        # Compile (or fetch from this process / the persistent cache) before the first chunk, so
+        # that 'compiling' and 'running' are told apart; sweep.run then finds it in memory.
+        import numpy as np
+        cs = pl.chunk_size
+        p = sweep.batch_params(spec, pl, sweep._padded(np.arange(min(cs, pl.n_variants)), sweep.exec_size(cs)))
+        _, compile_s = sweep.compiled(pl, p)
+    except specmod.SpecError as e:
+        _finish(con, job_id, "failed", str(e))
+        return
+    con.execute("UPDATE jobs SET status='running', compile_s=?, updated=? WHERE id=? AND status='compiling'",
+                (compile_s, time.time(), job_id))
+    state = {"done": 0, "t0": time.perf_counter()}
+    n_steps = pl.cfg.n_steps
+
+    def progress(n):
+        state["done"] += n
+        rate = eta = None
+        try:  # sweep.run has just appended this chunk's line (variant-steps/s without compile)
+            last = (out / "progress.jsonl").read_text().strip().splitlines()[-1]
+            rec = json.loads(last)
+            rate, eta = rec.get("variant_steps_per_s"), rec.get("eta_s")
+        except (OSError, IndexError, ValueError):
+            pass
+        r = con.execute("SELECT cancel_requested FROM jobs WHERE id=?", (job_id,)).fetchone()
+        con.execute("UPDATE jobs SET variants_done=?, variant_steps_per_s=?, eta_s=?, updated=? WHERE id=?",
+                    (min(state["done"], pl.n_variants), rate, eta, time.time(), job_id))
+        if r["cancel_requested"]:
+            raise JobCancelled()
+
+    try:
+        _, summary, _ = sweep.run(spec, out=out, progress=progress, compile_cache=cache,
+                                  log=lambda m: jlog.write(f"{m}\n"))
+    except JobCancelled:
+        _finish(con, job_id, "cancelled")
+        return
+    except specmod.SpecError as e:
+        _finish(con, job_id, "failed", str(e))
+        return
+    except Exception as e:
+        jlog.write(traceback.format_exc())
+        log.write(f"job {job_id} failed: {traceback.format_exc()}\n")
+        _finish(con, job_id, "failed", f"{type(e).__name__}: {e}")
+        return
+    finally:
+        jlog.close()
+    _finish(con, job_id, "done", None, variants_done=pl.n_variants,
+            variant_steps_per_s=summary.get("variant_steps_per_s"), eta_s=0.0,
+            compile_s=compile_s + float(summary.get("compile_s") or 0.0))
+    log.write(f"job {job_id} done: {pl.n_variants} variants × {n_steps} steps, compile {compile_s:.3g} s, "
+              f"wall {summary['wall_s']:.3g} s\n")
+
+
+# ------------------------------------------------------------------------------------ submission
+
+class BadRequest(Exception):
+    """A client error: HTTP ``status`` with a message naming the problem."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+def parse_spec(body: bytes, content_type: str, limits: Limits) -> dict:
+    """The raw spec dict from a request body: TOML text (``application/toml``, ``text/*``) or
+    JSON (``application/json``: the spec tables, or ``{"spec": {...} | "TOML text", "set": [...]}``)."""
+    if len(body) > limits.max_spec_bytes:
+        raise BadRequest(413, f"spec is {len(body)} bytes, more than the limit of {limits.max_spec_bytes} "
+                              "bytes (jaxclear serve --max-spec-bytes)")
+    ct = (content_type or "").split(";")[0].strip().lower()
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadRequest(400, f"request body is not UTF-8 text: {e}") from None
+    overrides = []
+    if ct == "application/json" or (ct == "" and text.lstrip().startswith("{")):
+        try:
+            obj = json.loads(text)
+        except ValueError as e:
+            raise BadRequest(400, f"request body is not valid JSON: {e}") from None
+        if not isinstance(obj, dict):
+            raise BadRequest(422, "spec: a JSON spec must be an object of tables (sweep, model, axes, ...)")
+        if "spec" in obj:
+            extra = sorted(set(obj) - {"spec", "set"})
+            if extra:
+                raise BadRequest(422, f"{extra[0]}: unknown field of a submission (allowed: spec, set)")
+            overrides = obj.get("set") or []
+            if not isinstance(overrides, list) or not all(isinstance(s, str) for s in overrides):
+                raise BadRequest(422, f"set = {overrides!r}: expected a list of 'key=value' strings")
+            obj = obj["spec"]
+            if isinstance(obj, str):
+                obj = _toml(obj)
+            if not isinstance(obj, dict):
+                raise BadRequest(422, "spec: expected an object of tables or a TOML string")
+        raw = obj
+    elif ct in ("application/toml", "text/toml", "text/x-toml", "text/plain", "application/x-toml", ""):
+        raw = _toml(text)
+    else:
+        raise BadRequest(415, f"Content-Type {ct!r}: send the spec as application/toml or application/json")
+    raw = dict(raw)
+    raw["_set"] = overrides
+    return raw
+
+
+def _toml(text):
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise BadRequest(422, f"spec is not valid TOML: {e}") from None
+
+
+def count_variants(raw: dict):
+    """Variants a raw spec asks for, from the axis arguments alone (nothing materialised, so a
+    huge axis is refused before it costs memory); None when the axes are malformed (the spec
+    check then names the problem).  Grid factors multiply (a zip group counts once), random
+    axes add a factor sampling.n."""
+    axes = raw.get("axes", {})
+    if not isinstance(axes, dict):
+        return None
+    n, groups, random = 1, {}, False
+    for ax in axes.values():
+        if not isinstance(ax, dict):
+            return None
+        kinds = [k for k in ax if k != "zip"]
+        if len(kinds) != 1:
+            return None
+        arg = ax[kinds[0]]
+        if kinds[0] in ("linspace", "logspace"):
+            if not (isinstance(arg, list) and len(arg) == 3 and isinstance(arg[2], int)):
+                return None
+            m = arg[2]
+        elif kinds[0] == "values":
+            if not isinstance(arg, list):
+                return None
+            m = len(arg)
+        else:
+            random = True
+            continue
+        grp = ax.get("zip")
+        if isinstance(grp, str):
+            if grp in groups:
+                groups[grp] = max(groups[grp], m)
+                continue
+            groups[grp] = m
+        n *= max(int(m), 1)
+    if random:
+        sn = (raw.get("sampling") or {}).get("n", 0) if isinstance(raw.get("sampling"), dict) else 0
+        if isinstance(sn, int):
+            n *= max(sn, 1)
+    return n
+
+
+def validate_submission(raw: dict, limits: Limits):
+    """Load and check a submitted spec as ``jaxclear run`` would (every variant), plus the service's
+    own rules.  Returns (clean raw spec with overrides applied, plan, warnings); BadRequest 422
+    naming the key otherwise."""
+    from . import spec as specmod, sweep
+    overrides = raw.pop("_set", [])
+    for k in raw:
+        if k.startswith("_"):
+            raise BadRequest(422, f"{k}: unknown table (keys starting with '_' are internal)")
+    try:
+        import copy
+        applied = copy.deepcopy(raw)
+        for ov in overrides:
+            specmod.apply_override(applied, ov)
+        path = (applied.get("profile") or {}).get("path", "") if isinstance(applied.get("profile"), dict) else ""
+        if path:
+            raise BadRequest(422, f"profile.path = {path!r}: the service does not read files named in a "
+                                  "submitted spec; run measured bushings with 'jaxclear run' locally")
+        n = count_variants(applied)
+        if n is not None and n > limits.max_variants:
+            raise BadRequest(422, f"the spec has {n} variants, more than the limit of "
+                                  f"{limits.max_variants} (jaxclear serve --max-variants)")
+        spec = specmod.load(applied)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            pl = sweep.plan(spec)
+    except specmod.SpecError as e:
+        raise BadRequest(422, str(e)) from None
+    if pl.n_variants > limits.max_variants:
+        raise BadRequest(422, f"the spec has {pl.n_variants} variants, more than the limit of "
+                              f"{limits.max_variants} (jaxclear serve --max-variants)")
+    steps = pl.n_variants * pl.cfg.n_steps
+    if steps > limits.max_steps:
+        raise BadRequest(422, f"the spec asks for {steps:.3g} variant-steps ({pl.n_variants} variants × "
+                              f"{pl.cfg.n_steps} steps), more than the limit of {limits.max_steps:.3g} "
+                              "(jaxclear serve --max-steps)")
+    cfg = pl.cfg
+    store_b = pl.n_variants * cfg.n_saves * max(1, len(cfg.outputs)) * cfg.n_joints * 8
+    if store_b > limits.max_store_bytes:
+        raise BadRequest(422, f"the histories of this spec take ~{store_b / 2**30:.3g} GiB ({pl.n_variants} variants × "
+                              f"{cfg.n_saves} saves × {len(cfg.outputs)} channels), more than the limit of "
+                              f"{limits.max_store_bytes / 2**30:.3g} GiB (jaxclear serve --max-store-bytes; "
+                              "raise integrator.save_every or shorten outputs.histories)")
+    return applied, spec, pl, [str(w.message) for w in caught]
+
+
+def enqueue(con, data: Path, raw_applied, spec, pl, warns, limits: Limits) -> str:
+    from . import spec as specmod
+    n_q = con.execute("SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'compiling', 'running')").fetchone()[0]
+    if n_q >= limits.max_queued:
+        raise BadRequest(429, f"{n_q} jobs are queued or running, the limit is {limits.max_queued} "
+                              "(jaxclear serve --max-queued); try again later")
+    job_id = secrets.token_urlsafe(16)
+    jd = job_dir(data, job_id)
+    (jd / "out").mkdir(parents=True)
+    spec_json = json.dumps(raw_applied, sort_keys=True)
+    (jd / "spec.json").write_text(spec_json)
+    now = time.time()
+    con.execute("INSERT INTO jobs (id, name, status, created, spec_json, spec_hash, variants_total, "
+                "steps_per_variant, warnings, updated) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
+                (job_id, spec["sweep"]["name"], now, spec_json, specmod.spec_hash(spec), pl.n_variants,
+                 pl.cfg.n_steps, json.dumps(warns), now))
+    return job_id
+
+
+def job_record(con, row, base="") -> dict:
+    """The JSON status of a job."""
+    d = {k: row[k] for k in ("id", "name", "status", "created", "started", "finished", "spec_hash",
+                             "variants_total", "variants_done", "steps_per_variant", "variant_steps_per_s",
+                             "eta_s", "compile_s", "error", "attempts", "resumed")}
+    d["warnings"] = json.loads(row["warnings"])
+    d["cancel_requested"] = bool(row["cancel_requested"])
+    d["progress"] = row["variants_done"] / row["variants_total"] if row["variants_total"] else 0.0
+    if row["status"] == "queued":
+        d["queue_position"] = con.execute("SELECT COUNT(*) FROM jobs WHERE status='queued' AND seq < ?",
+                                          (row["seq"],)).fetchone()[0]
+    end = row["finished"] or time.time()
+    d["elapsed_s"] = (end - row["started"]) if row["started"] else None
+    d["links"] = {"self": f"{base}/api/jobs/{row['id']}", "files": f"{base}/api/jobs/{row['id']}/files",
+                  "metrics": f"{base}/api/jobs/{row['id']}/files/metrics.csv",
+                  "summary": f"{base}/api/jobs/{row['id']}/files/summary.json",
+                  "store": f"{base}/api/jobs/{row['id']}/store.zip", "page": f"{base}/jobs/{row['id']}"}
+    return d
+
+
+def safe_file(data: Path, job_id: str, rel: str) -> Path | None:
+    """The file ``rel`` inside the job's out/ folder, or None (unknown job, no such file, or any
+    path that would leave the folder: '..', absolute paths, backslashes, symlinks)."""
+    if not ID_RE.match(job_id or ""):
+        return None
+    root = (job_dir(data, job_id) / "out").resolve()
+    if not rel or "\\" in rel or "\x00" in rel or rel.startswith("/"):
+        return None
+    parts = rel.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return None
+    try:
+        p = (root / rel).resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    if root not in p.parents or not p.is_file():
+        return None
+    return p
+
+
+def list_files(data: Path, job_id: str):
+    root = job_dir(data, job_id) / "out"
+    out = []
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink() and "store.zarr" not in p.relative_to(root).parts:
+            out.append({"path": p.relative_to(root).as_posix(), "bytes": p.stat().st_size})
+    return out
+
+
+# --------------------------------------------------------------------------------------- the app
+
+def _is_loopback(host: str) -> bool:
+    if host in ("localhost",):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def create_app(data, token=None, limits: Limits = Limits(), supervisor=None):
+    """The ASGI app (FastAPI).  ``supervisor``: the Workers object whose health /api/health reports."""
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    from . import __version__
+    data = Path(data)
+    local = threading.local()
+
+    def db():
+        c = getattr(local, "con", None)
+        if c is None:
+            c = local.con = connect(data)
+        return c
+
+    app = FastAPI(title="jaxclear sweep service", version=__version__,
+                  description="Submit jaxclear sweep specs (TOML or JSON), follow their progress, fetch results. "
+                              "Authorization: `Bearer <token>` when the server was started with a token.")
+
+    @app.exception_handler(BadRequest)
+    async def _bad(request, exc: BadRequest):
+        return JSONResponse({"detail": exc.message}, status_code=exc.status,
+                            headers={"WWW-Authenticate": "Bearer"} if exc.status == 401 else None)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request, exc):
+        msg = exc.detail if isinstance(exc.detail, str) else str(exc.detail)
+        if exc.status_code == 404 and msg == "Not Found":
+            msg = f"no such resource: {request.url.path}"
+        return JSONResponse({"detail": msg}, status_code=exc.status_code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request, exc):
+        errs = exc.errors()
+        e = errs[0] if errs else {}
+        loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("query", "path", "body"))
+        return JSONResponse({"detail": f"{loc}: {e.get('msg', 'invalid')} (got {e.get('input')!r})"},
+                            status_code=422)
+
+    @app.exception_handler(Exception)
+    async def _crash(request, exc):  # never a traceback to the client; it goes to the server log
+        traceback.print_exception(exc)
+        return JSONResponse({"detail": f"internal error ({type(exc).__name__}); see the server log"},
+                            status_code=500)
+
+    @app.middleware("http")
+    async def _auth(request: Request, call_next):
+        if token is not None and request.url.path not in ("/api/health",):
+            given = None
+            h = request.headers.get("authorization", "")
+            if h.lower().startswith("bearer "):
+                given = h[7:].strip()
+            q = request.query_params.get("token")
+            given = given or q or request.cookies.get("jaxclear_token")
+            if given is None or not hmac.compare_digest(given.encode(), token.encode()):
+                msg = ("missing bearer token: send 'Authorization: Bearer <token>'" if given is None
+                       else "wrong bearer token")
+                return JSONResponse({"detail": msg}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
+            if q is not None and request.method == "GET" and not request.url.path.startswith("/api/"):
+                # a browser opened /?token=...: keep it in a cookie and drop it from the address
+                resp = RedirectResponse(str(request.url.remove_query_params("token")), status_code=303)
+                resp.set_cookie("jaxclear_token", token, httponly=True, samesite="strict")
+                return resp
+        return await call_next(request)
+
+    def row_of(job_id):
+        if not ID_RE.match(job_id):
+            raise BadRequest(404, f"no job {job_id!r}")
+        r = db().execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
+        if r is None:
+            raise BadRequest(404, f"no job {job_id!r}")
+        return r
+
+    @app.get("/api/health", summary="Server and worker health")
+    def health():
+        counts = {s: 0 for s in STATUSES}
+        for r in db().execute("SELECT status, COUNT(*) n FROM jobs GROUP BY status"):
+            counts[r["status"]] = r["n"]
+        return {"ok": True, "version": __version__, "jobs": counts,
+                "workers": supervisor.alive() if supervisor else None,
+                "worker_pids": supervisor.pids() if supervisor else None}
+
+    @app.post("/api/jobs", status_code=201, summary="Submit a spec (TOML or JSON); returns the job",
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/toml": {"schema": {"type": "string"}},
+                  "application/json": {"schema": {"type": "object", "description":
+                                       "the spec tables, or {spec: tables | TOML text, set: ['key=value', ...]}"}}}}})
+    async def submit(request: Request):
+        cl = request.headers.get("content-length")
+        if cl and cl.isdigit() and int(cl) > limits.max_spec_bytes:
+            raise BadRequest(413, f"spec is {cl} bytes, more than the limit of {limits.max_spec_bytes} bytes "
+                                  "(jaxclear serve --max-spec-bytes)")
+        body = b""
+        async for part in request.stream():
+            body += part
+            if len(body) > limits.max_spec_bytes:
+                break
+        raw = parse_spec(body, request.headers.get("content-type", ""), limits)
+        from starlette.concurrency import run_in_threadpool
+        applied, spec, pl, warns = await run_in_threadpool(validate_submission, raw, limits)
+        job_id = enqueue(db(), data, applied, spec, pl, warns, limits)
+        return job_record(db(), db().execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone())
+
+    @app.get("/api/jobs", summary="List jobs (newest first)")
+    def jobs(status: str | None = None, limit: int = 100):
+        if status is not None and status not in STATUSES:
+            raise BadRequest(422, f"status = {status!r}: expected one of {', '.join(STATUSES)}")
+        if not 1 <= limit <= 10000:
+            raise BadRequest(422, f"limit = {limit}: expected 1..10000")
+        q = "SELECT * FROM jobs" + (" WHERE status=?" if status else "") + " ORDER BY seq DESC LIMIT ?"
+        rows = db().execute(q, ((status,) if status else ()) + (limit,)).fetchall()
+        return {"jobs": [job_record(db(), r) for r in rows]}
+
+    @app.get("/api/jobs/{job_id}", summary="A job's status and progress")
+    def job(job_id: str):
+        return job_record(db(), row_of(job_id))
+
+    @app.get("/api/jobs/{job_id}/spec", summary="The spec as submitted (overrides applied)")
+    def job_spec(job_id: str):
+        return json.loads(row_of(job_id)["spec_json"])
+
+    @app.post("/api/jobs/{job_id}/cancel", summary="Cancel a queued job, or a running one after its current chunk")
+    def cancel(job_id: str):
+        r = row_of(job_id)
+        c = db()
+        if r["status"] in FINAL:
+            raise BadRequest(409, f"job {job_id} is {r['status']}: nothing to cancel")
+        now = time.time()
+        c.execute("UPDATE jobs SET status='cancelled', finished=?, updated=? WHERE id=? AND status='queued'",
+                  (now, now, job_id))
+        c.execute("UPDATE jobs SET cancel_requested=?, updated=? WHERE id=? AND cancel_requested=0",
+                  (now, now, job_id))
+        return job_record(c, row_of(job_id))
+
+    @app.get("/api/jobs/{job_id}/files", summary="Files of a job's results (the store: store.zip)")
+    def files(job_id: str):
+        row_of(job_id)
+        return {"files": list_files(data, job_id)}
+
+    @app.get("/api/jobs/{job_id}/files/{path:path}", summary="Download one result file (metrics.csv, summary.json, plots/...)")
+    def file(job_id: str, path: str):
+        row_of(job_id)
+        p = safe_file(data, job_id, path)
+        if p is None:
+            raise BadRequest(404, f"job {job_id} has no file {path!r}")
+        return FileResponse(p)
+
+    @app.get("/api/jobs/{job_id}/store.zip", summary="The job's zarr store as a zip archive")
+    def store_zip(job_id: str):
+        r = row_of(job_id)
+        root = job_dir(data, job_id) / "out" / "store.zarr"
+        if not root.is_dir():
+            raise BadRequest(404, f"job {job_id} ({r['status']}) has no store yet")
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
+            for p in sorted(root.rglob("*")):
+                if p.is_file() and not p.is_symlink():
+                    z.write(p, ("store.zarr" / p.relative_to(root)).as_posix())
+        return Response(buf.getvalue(), media_type="application/zip",
+                        headers={"Content-Disposition": f'attachment; filename="{job_id}-store.zip"'})
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    def index():
+        rows = db().execute("SELECT * FROM jobs ORDER BY seq DESC LIMIT 200").fetchall()
+        return _page_index([job_record(db(), r) for r in rows])
+
+    @app.get("/jobs/{job_id}", response_class=HTMLResponse, include_in_schema=False)
+    def page(job_id: str):
+        r = job_record(db(), row_of(job_id))
+        return _page_job(r, data)
+
+    return app
+
+
+# ------------------------------------------------------------------------------------ HTML pages
+
+_CSS = """body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}
+td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}th{background:#f3f3f3}
+.bar{width:160px;height:12px;background:#eee;border-radius:3px;overflow:hidden;display:inline-block;vertical-align:middle}
+.bar>div{height:100%;background:#2a7}.failed{color:#b00}.num{text-align:right;font-variant-numeric:tabular-nums}
+img{max-width:48%;margin:4px;border:1px solid #ddd}code{background:#f3f3f3;padding:0 3px}"""
+
+# Live progress without a build step: poll the JSON API and patch the rows in place.
+_JS = """
+async function refresh(){
+  try{
+    const r = await fetch('/api/jobs?limit=200', {credentials:'same-origin'});
+    if(!r.ok) return;
+    for(const j of (await r.json()).jobs){
+      const tr = document.getElementById('job-'+j.id);
+      if(!tr){ if(!document.getElementById('job-'+j.id)) location.reload(); return; }
+      tr.querySelector('.status').textContent = j.status;
+      tr.querySelector('.bar>div').style.width = (100*j.progress).toFixed(1)+'%';
+      tr.querySelector('.done').textContent = j.variants_done+'/'+j.variants_total;
+      tr.querySelector('.rate').textContent = j.variant_steps_per_s ? j.variant_steps_per_s.toPrecision(3) : '';
+      tr.querySelector('.eta').textContent = (j.eta_s!=null && j.status=='running') ? j.eta_s.toFixed(0)+' s' : '';
+      tr.querySelector('.error').textContent = j.error || '';
+    }
+  }catch(e){}
+}
+setInterval(refresh, 1000);
+"""
+
+
+def _e(x):
+    return html.escape("" if x is None else str(x))
+
+
+def _page_index(jobs):
+    rows = []
+    for j in jobs:
+        rate = f"{j['variant_steps_per_s']:.3g}" if j["variant_steps_per_s"] else ""
+        eta = f"{j['eta_s']:.0f} s" if j["eta_s"] is not None and j["status"] == "running" else ""
+        rows.append(
+            f"<tr id='job-{_e(j['id'])}'><td><a href='/jobs/{_e(j['id'])}'>{_e(j['id'])}</a></td>"
+            f"<td>{_e(j['name'])}</td><td class='status'>{_e(j['status'])}</td>"
+            f"<td><span class='bar'><div style='width:{100 * j['progress']:.1f}%'></div></span> "
+            f"<span class='done'>{j['variants_done']}/{j['variants_total']}</span></td>"
+            f"<td class='rate num'>{rate}</td><td class='eta num'>{eta}</td>"
+            f"<td>{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(j['created']))}</td>"
+            f"<td class='error failed'>{_e(j['error'])}</td></tr>")
+    body = ("<table id='jobs'><tr><th>job</th><th>name</th><th>status</th><th>variants</th>"
+            "<th>variant-steps/s</th><th>ETA</th><th>submitted</th><th>error</th></tr>"
+            + "".join(rows) + "</table>") if rows else "<p id='empty'>No jobs yet.</p>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>jaxclear jobs</title><style>{_CSS}</style>"
+            f"</head><body><h1>jaxclear sweep service</h1><p>{len(jobs)} job(s). Submit with "
+            "<code>jaxclear submit SPEC --server URL</code>; API: <a href='/openapi.json'>OpenAPI</a>.</p>"
+            f"{body}<script>{_JS}</script></body></html>")
+
+
+def _page_job(j, data):
+    import numpy as np
+    jid = j["id"]
+    parts = [f"<h1>{_e(j['name'])} <small>{_e(jid)}</small></h1>",
+             f"<p><a href='/'>all jobs</a></p><table id='status'>"]
+    for k in ("status", "variants_done", "variants_total", "steps_per_variant", "variant_steps_per_s",
+              "eta_s", "compile_s", "elapsed_s", "resumed", "error"):
+        v = j[k]
+        if isinstance(v, float):
+            v = f"{v:.4g}"
+        parts.append(f"<tr><th>{k}</th><td class='{k}'>{_e(v)}</td></tr>")
+    parts.append("</table>")
+    out = job_dir(data, jid) / "out"
+    if j["status"] == "done" and (out / "metrics.csv").exists():
+        from .client import parse_csv
+        table = parse_csv((out / "metrics.csv").read_text())
+        parts.append("<h2>Summary</h2><table id='summary'><tr><th>column</th><th>min</th><th>median</th>"
+                     "<th>max</th></tr>")
+        for k, v in table.items():
+            v = np.asarray(v, float)
+            v = v[np.isfinite(v)]
+            if v.size:
+                parts.append(f"<tr><td>{_e(k)}</td><td class='num'>{v.min():.4g}</td>"
+                             f"<td class='num'>{np.median(v):.4g}</td><td class='num'>{v.max():.4g}</td></tr>")
+        parts.append("</table><h2>Plots</h2>")
+        for p in sorted((out / "plots").glob("*.png")):
+            parts.append(f"<img alt='{_e(p.name)}' src='/api/jobs/{_e(jid)}/files/plots/{_e(p.name)}'>")
+        parts.append("<h2>Downloads</h2><ul>")
+        for f in list_files(data, jid):
+            parts.append(f"<li><a href='/api/jobs/{_e(jid)}/files/{_e(f['path'])}'>{_e(f['path'])}</a> "
+                         f"({f['bytes']} bytes)</li>")
+        parts.append(f"<li><a href='/api/jobs/{_e(jid)}/store.zip'>store.zarr (zip)</a></li></ul>")
+    refresh = "" if j["status"] in FINAL else "<meta http-equiv='refresh' content='2'>"
+    return (f"<!doctype html><html><head><meta charset='utf-8'>{refresh}<title>jaxclear job {_e(jid)}</title>"
+            f"<style>{_CSS}</style></head><body>{''.join(parts)}</body></html>")
+
+
+# ------------------------------------------------------------------------------------- supervisor
+
+class Workers:
+    """The worker processes of a server: started with the server, killed with it (PDEATHSIG),
+    restarted when one dies (its running job is queued again, or failed after MAX_ATTEMPTS)."""
+
+    def __init__(self, data: Path, n=1, cache_dir=None):
+        self.data, self.n, self.cache_dir = data, n, cache_dir
+        self.procs: dict[int, subprocess.Popen] = {}
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+
+    def _spawn(self, i):
+        cmd = [sys.executable, "-c", "import sys; from jaxclear.service import _worker_entry; _worker_entry()",
+               str(self.data), str(i), str(self.cache_dir or ""), str(os.getpid())]
+        env = dict(os.environ)
+        if env.pop("JAXCLEAR_SERVER_JAX_PLATFORMS_SET", None):  # the workers get the accelerators
+            env.pop("JAX_PLATFORMS", None)
+        err = open(self.data / f"worker-{i}.log", "a")
+        self.procs[i] = subprocess.Popen(cmd, env=env, stdout=err, stderr=err, stdin=subprocess.DEVNULL,
+                                         preexec_fn=_set_pdeathsig)
+
+    def start(self):
+        for i in range(self.n):
+            self._spawn(i)
+        threading.Thread(target=self._watch, daemon=True, name="jaxclear-workers").start()
+
+    def _watch(self):
+        con = connect(self.data)
+        while not self._stop.wait(0.5):
+            with self._lock:
+                # a cancelled job still running after the grace time (a long chunk): kill its worker;
+                # requeue_interrupted below then marks the job cancelled and a new worker starts
+                for r in con.execute("SELECT worker FROM jobs WHERE status IN ('compiling', 'running') AND "
+                                     "cancel_requested > 0 AND cancel_requested < ?",
+                                     (time.time() - CANCEL_GRACE_S,)).fetchall():
+                    p = self.procs.get(r["worker"])
+                    if p is not None and p.poll() is None:
+                        p.kill()
+                        p.wait()
+                for i, p in list(self.procs.items()):
+                    if p.poll() is not None and not self._stop.is_set():
+                        requeue_interrupted(con, worker=i)
+                        self._spawn(i)
+
+    def alive(self):
+        return [p.poll() is None for p in self.procs.values()]
+
+    def pids(self):
+        return [p.pid for p in self.procs.values()]
+
+    def stop(self):
+        self._stop.set()
+        with self._lock:
+            for p in self.procs.values():
+                if p.poll() is None:
+                    p.terminate()
+            for p in self.procs.values():
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+def _worker_entry():
+    data, i, cache, parent = sys.argv[1:5]
+    sys.exit(worker_main(data, int(i), cache or None, int(parent)))
+
+
+class DataDirBusy(Exception):
+    pass
+
+
+def _lock_data(data: Path):
+    """An exclusive lock on DIR (one server per data directory); held until the process exits."""
+    import fcntl
+    f = open(data / "server.lock", "w")
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        raise DataDirBusy(f"{data} is in use by another jaxclear serve") from None
+    f.write(str(os.getpid()))
+    f.flush()
+    return f
+
+
+def serve(host="127.0.0.1", port=8642, data="jaxclear-data", token=None, workers=1, cache_dir=None,
+          limits: Limits = Limits(), log_level="warning"):
+    """Start the server and its workers (blocks).  Raises ValueError for an insecure or invalid
+    configuration, DataDirBusy when another server holds DIR."""
+    if not _is_loopback(host) and not token:
+        raise ValueError(f"--host {host}: a bearer token is required to bind an address other than localhost "
+                         "(--token or $JAXCLEAR_TOKEN)")
+    if token is not None and len(token) < 8:
+        raise ValueError("--token: use at least 8 characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')")
+    if workers < 1:
+        raise ValueError(f"--workers {workers}: expected >= 1")
+    data = Path(data).resolve()
+    data.mkdir(parents=True, exist_ok=True)
+    lock = _lock_data(data)
+    # The server validates specs on the CPU only, leaving the accelerators to the workers.
+    if "JAX_PLATFORMS" not in os.environ:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+        os.environ["JAXCLEAR_SERVER_JAX_PLATFORMS_SET"] = "1"
+    con = connect(data)
+    back = requeue_interrupted(con)
+    con.close()
+    sup = Workers(data, workers, cache_dir)
+    sup.start()
+    import uvicorn
+    app = create_app(data, token=token, limits=limits, supervisor=sup)
+    print(f"jaxclear serve: http://{host}:{port}/ data {data} workers {workers}"
+          + (f", {len(back)} interrupted job(s) queued again" if back else "")
+          + (", bearer token required" if token else ""), file=sys.stderr, flush=True)
+    try:
+        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    finally:
+        sup.stop()
+        lock.close()

@@ -1,0 +1,408 @@
+"""The sweep service end to end: the real server (``jaxclear serve``) in a subprocess on a free
+localhost port, its worker, the SQLite queue, the client, the CLI and the HTML page in headless
+Chromium.  Jobs are tiny (a few variants, 2e3–1e5 steps) so the file runs in ~2 minutes on 2 cores."""
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jaxclear.client import Client, JobFailed, ServiceError, parse_csv
+
+ROOT = Path(__file__).resolve().parents[1]
+TOKEN = "test-token-3f9a2c"
+
+# Two structures: TINY (2000 steps, 4 variants, 2 chunks) and LONG (1e5 steps, 10 chunks).
+TINY = """
+[sweep]
+name = "tiny"
+[integrator]
+dt_s = 2e-6
+t_end_s = 4e-3
+save_every = 100
+chunk_size = 2
+[outputs]
+plots = false
+[axes]
+"joint.clearance_m" = { values = [1e-4, 2e-4, 3e-4, 5e-4] }
+"""
+LONG = """
+[sweep]
+name = "long"
+[integrator]
+dt_s = 2e-6
+t_end_s = 0.2
+save_every = 1000
+chunk_size = 2
+[outputs]
+plots = false
+[axes]
+"joint.clearance_m" = { logspace = [5e-5, 5e-4, 20] }
+"""
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``jaxclear serve`` in a subprocess; ``kill()`` is SIGKILL."""
+
+    def __init__(self, data, cache, *extra):
+        self.data, self.cache, self.extra = Path(data), Path(cache), extra
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = None
+
+    def start(self):
+        self.log = open(self.data.parent / f"serve-{self.port}.log", "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jaxclear.cli", "serve", "--port", str(self.port), "--data", str(self.data),
+             "--cache-dir", str(self.cache), *self.extra], cwd=ROOT, stdout=self.log, stderr=self.log)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 60:
+            assert self.proc.poll() is None, (self.data.parent / f"serve-{self.port}.log").read_text()
+            try:
+                with urllib.request.urlopen(self.url + "/api/health", timeout=2) as r:
+                    h = json.loads(r.read())
+                    if all(h["workers"]):
+                        return h
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError("server did not start")
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("service")
+    return base / "data", base / "xla-cache", base
+
+
+@pytest.fixture(scope="module")
+def server(dirs):
+    data, cache, _ = dirs
+    s = Server(data, cache, "--token", TOKEN, "--max-variants", "50", "--max-spec-bytes", "20000")
+    s.start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return Client(server.url, token=TOKEN)
+
+
+def _raw(server, method, path, body=None, headers=None, token=TOKEN):
+    """One request sent as written (no URL normalisation): (status, parsed JSON or bytes)."""
+    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    h = dict(headers or {})
+    if token:
+        h["Authorization"] = f"Bearer {token}"
+    c.request(method, path, body=body, headers=h)
+    r = c.getresponse()
+    raw = r.read()
+    c.close()
+    try:
+        return r.status, json.loads(raw)
+    except ValueError:
+        return r.status, raw
+
+
+def test_submit_poll_fetch_equals_local_run(client, dirs, tmp_path):
+    _, cache, _ = dirs
+    spec_file = tmp_path / "tiny.toml"
+    spec_file.write_text(TINY)
+    sets = ["laws.restitution=0.85"]
+    job = client.submit(str(spec_file), set=sets)
+    seen = set()
+    while True:
+        p = job.progress()
+        seen.add(p["status"])
+        assert 0 <= p["variants_done"] <= p["variants_total"] == 4
+        if p["status"] in ("done", "failed", "cancelled"):
+            break
+        time.sleep(0.05)
+    assert p["status"] == "done", p
+    assert job.wait()["variants_done"] == 4
+    remote = job.metrics()
+    assert len(remote) == 4 and "peak_contact_force_N" in remote.columns
+    # the same spec run locally by the CLI
+    out = tmp_path / "local"
+    env = dict(os.environ, JAXCLEAR_CACHE_DIR=str(cache))
+    subprocess.run([sys.executable, "-m", "jaxclear.cli", "run", str(spec_file), "--set", sets[0], "--out", str(out),
+                    "--quiet"], cwd=ROOT, env=env, check=True, capture_output=True)
+    local = parse_csv((out / "metrics.csv").read_text())
+    assert list(local) == remote.columns
+    for k in local:
+        np.testing.assert_array_equal(remote[k], local[k], err_msg=k)
+    assert job.summary()["spec_hash"] == json.loads((out / "summary.json").read_text())["spec_hash"]
+    # the store travels too, and loads with sweep.load
+    from jaxclear import sweep
+    st = job.download_store(tmp_path / "dl")
+    r = sweep.load(st / "store.zarr")
+    assert r.complete
+    np.testing.assert_array_equal(r.metrics["peak_contact_force_N"], local["peak_contact_force_N"])
+    # a second job of the same structure (other values, JSON) compiles nothing in the warm worker
+    job2 = client.submit({"sweep": {"name": "tiny2"}, "integrator": {"dt_s": 2e-6, "t_end_s": 4e-3, "save_every": 100,
+                                                                      "chunk_size": 2},
+                          "outputs": {"plots": False},
+                          "axes": {"joint.clearance_m": {"values": [1.5e-4, 2.5e-4, 3.5e-4, 4.5e-4]}}})
+    s2 = job2.wait(timeout=120)
+    assert s2["compile_s"] == 0.0 and job.status()["compile_s"] > 0.0
+    assert not np.array_equal(job2.metrics()["peak_contact_force_N"], remote["peak_contact_force_N"])
+    # CLI submit / status against the server
+    env = dict(os.environ, JAXCLEAR_TOKEN=TOKEN)
+    r = subprocess.run([sys.executable, "-m", "jaxclear.cli", "submit", str(spec_file), "--server", client.url,
+                        "--set", "laws.restitution=0.8", "--wait"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    jid = r.stdout.split()[0]
+    r = subprocess.run([sys.executable, "-m", "jaxclear.cli", "status", jid, "--server", client.url, "--json"],
+                       cwd=ROOT, env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "done"
+
+
+def test_bad_requests_are_4xx_naming_the_problem(server, client):
+    ok_spec = TINY.encode()
+    toml = {"Content-Type": "application/toml"}
+    # bad specs: 422 naming the key
+    code, b = _raw(server, "POST", "/api/jobs", TINY.replace("clearance_m", "clearence_m").encode(), toml)
+    assert code == 422 and "clearence_m" in b["detail"] and "did you mean" in b["detail"]
+    code, b = _raw(server, "POST", "/api/jobs", (TINY + "\n[laws]\nrestitution = 1.5\n").encode(), toml)
+    assert code == 422 and "laws.restitution" in b["detail"] and "1.5" in b["detail"]
+    with pytest.raises(ServiceError) as e:
+        client.submit(TINY, set=["integrator.dt_s=1e-3"])
+    assert e.value.status == 422 and "integrator.dt_s" in e.value.detail and "stability" in e.value.detail
+    code, b = _raw(server, "POST", "/api/jobs", b"[sweep\nname=1", toml)
+    assert code == 422 and "TOML" in b["detail"]
+    code, b = _raw(server, "POST", "/api/jobs", b'{"spec": ', {"Content-Type": "application/json"})
+    assert code == 400 and "JSON" in b["detail"]
+    code, b = _raw(server, "POST", "/api/jobs", b'{"spec": {}, "priority": 1}', {"Content-Type": "application/json"})
+    assert code == 422 and "priority" in b["detail"]
+    code, b = _raw(server, "POST", "/api/jobs", ok_spec, {"Content-Type": "image/png"})
+    assert code == 415 and "application/toml" in b["detail"]
+    code, b = _raw(server, "POST", "/api/jobs", ok_spec + b"#" * 20000, toml)
+    assert code == 413 and "20000" in b["detail"]
+    big = TINY.replace('{ values = [1e-4, 2e-4, 3e-4, 5e-4] }', '{ logspace = [1e-4, 5e-4, 64] }')
+    code, b = _raw(server, "POST", "/api/jobs", big.encode(), toml)
+    assert code == 422 and "64 variants" in b["detail"] and "--max-variants" in b["detail"]
+    huge = TINY.replace('{ values = [1e-4, 2e-4, 3e-4, 5e-4] }', '{ logspace = [1e-4, 5e-4, 100000000] }')
+    code, b = _raw(server, "POST", "/api/jobs", huge.encode(), toml)  # counted, not built
+    assert code == 422 and "100000000 variants" in b["detail"]
+    code, b = _raw(server, "POST", "/api/jobs", TINY.replace("t_end_s = 4e-3", "t_end_s = 1e5").encode(), toml)
+    assert code == 422 and "GiB" in b["detail"] and "--max-store-bytes" in b["detail"]
+    code, b = _raw(server, "POST", "/api/jobs", (TINY + '\n[profile]\nkind = "measured"\npath = "/etc/passwd"\n').encode(), toml)
+    assert code == 422 and "profile.path" in b["detail"]
+    # tokens
+    for path in ("/api/jobs", "/", "/openapi.json"):
+        code, b = _raw(server, "GET", path, token=None)
+        assert code == 401 and "token" in b["detail"]
+    code, b = _raw(server, "POST", "/api/jobs", ok_spec, toml, token="wrong-token-123")
+    assert code == 401 and "wrong" in b["detail"]
+    # unknown jobs, bad parameters, path traversal: 404 / 409 / 422, never a file outside out/
+    job = client.submit(TINY)
+    job.wait(timeout=120)
+    jid = job.id
+    assert _raw(server, "GET", "/api/jobs/AAAAAAAAAAAAAAAAAAAAAA")[0] == 404
+    assert _raw(server, "GET", "/api/jobs/../../etc/passwd")[0] == 404
+    for p in ("../spec.json", "..%2Fspec.json", "%2e%2e/%2e%2e/queue.sqlite", "..%5c..%5cqueue.sqlite",
+              "/etc/passwd", "%2Fetc%2Fpasswd", "plots/../../spec.json", "store.zarr/../../spec.json",
+              "nonexistent.csv", "store.zarr", "plots"):
+        code, b = _raw(server, "GET", f"/api/jobs/{jid}/files/{p}")
+        assert code == 404, (p, code, b)
+        assert isinstance(b, dict) and "detail" in b
+    code, b = _raw(server, "GET", f"/api/jobs/{jid}/files/summary.json")
+    assert code == 200 and b["variants"] == 4
+    code, b = _raw(server, "POST", f"/api/jobs/{jid}/cancel")
+    assert code == 409 and "done" in b["detail"]
+    code, b = _raw(server, "GET", "/api/jobs?limit=0")
+    assert code == 422 and "limit" in b["detail"]
+    code, b = _raw(server, "GET", "/api/jobs?limit=abc")
+    assert code == 422 and "limit" in b["detail"]
+    code, b = _raw(server, "GET", "/api/jobs?status=sleeping")
+    assert code == 422 and "sleeping" in b["detail"]
+    code, b = _raw(server, "GET", "/openapi.json")
+    assert code == 200 and "/api/jobs/{job_id}" in b["paths"]
+    # binding beyond localhost without a token is refused before anything starts
+    r = subprocess.run([sys.executable, "-m", "jaxclear.cli", "serve", "--host", "0.0.0.0", "--port", "1",
+                        "--data", str(server.data.parent / "never")], cwd=ROOT, capture_output=True, text=True,
+                       env={k: v for k, v in os.environ.items() if k != "JAXCLEAR_TOKEN"}, timeout=60)
+    assert r.returncode == 2 and "token" in r.stderr and "0.0.0.0" in r.stderr
+
+
+def test_twenty_concurrent_submissions(client):
+    specs = [TINY.replace('name = "tiny"', f'name = "c{i}"') for i in range(20)]
+    with ThreadPoolExecutor(20) as ex:
+        jobs = list(ex.map(lambda s: client.submit(s, set=[f"laws.restitution={0.8 + 0.005 * specs.index(s)}"]), specs))
+    assert len({j.id for j in jobs}) == 20
+    assert any(j.info["status"] == "queued" for j in jobs)
+    listed = {j.id for j in client.jobs()}
+    assert {j.id for j in jobs} <= listed
+    done = [j.wait(timeout=300) for j in jobs]
+    assert all(d["status"] == "done" and d["variants_done"] == 4 for d in done)
+    # the queue is first in, first out
+    starts = [d["started"] for d in sorted(done, key=lambda d: d["created"])]
+    assert starts == sorted(starts)
+    # and each job computed its own variants (restitution differs, so the forces do)
+    peaks = {tuple(j.metrics()["peak_contact_force_N"]) for j in jobs}
+    assert len(peaks) == 20
+
+
+def _wait_status(job, statuses, timeout=120):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        s = job.status()
+        if s["status"] in statuses:
+            return s
+        time.sleep(0.05)
+    raise TimeoutError(f"{job} not in {statuses}")
+
+
+def test_status_poll_burst_while_running_and_cancel(server, client):
+    job = client.submit(LONG)
+    queued = client.submit(LONG)
+    _wait_status(job, ("running",))
+    path = f"/api/jobs/{job.id}"
+
+    def poll(n):
+        c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        out = []
+        for _ in range(n):
+            c.request("GET", path, headers={"Authorization": f"Bearer {TOKEN}"})
+            r = c.getresponse()
+            out.append((r.status, json.loads(r.read())))
+        c.close()
+        return out
+
+    with ThreadPoolExecutor(8) as ex:
+        results = [x for part in ex.map(poll, [250] * 8) for x in part]
+    assert len(results) == 2000 and all(code == 200 for code, _ in results)
+    assert all(b["id"] == job.id and b["variants_total"] == 20 for _, b in results)
+    assert any(b["status"] == "running" for _, b in results)
+    running = [b for _, b in results if b["status"] == "running"]
+    assert all(b["variants_done"] < 20 for b in running)
+    # cancel: the queued job at once, the running one after its current chunk
+    assert queued.cancel()["status"] == "cancelled"
+    job.cancel()
+    s = _wait_status(job, ("cancelled", "done"))
+    if s["status"] == "cancelled":
+        assert s["variants_done"] < 20
+    assert queued.status()["status"] == "cancelled" and queued.status()["started"] is None
+
+
+def test_cancel_kills_a_chunk_that_runs_too_long(client):
+    """One chunk of 1e7 steps (minutes): cancel cannot wait for its end, the worker is killed and
+    replaced, and the queue goes on."""
+    job = client.submit(TINY.replace("t_end_s = 4e-3", "t_end_s = 20.0").replace("save_every = 100", "save_every = 100000"))
+    _wait_status(job, ("running",))
+    pids = client.health()["worker_pids"]
+    t0 = time.monotonic()
+    job.cancel()
+    s = _wait_status(job, ("cancelled", "done", "failed"), timeout=60)
+    assert s["status"] == "cancelled" and s["variants_done"] == 0
+    assert time.monotonic() - t0 < 30
+    nxt = client.submit(TINY)
+    assert nxt.wait(timeout=120)["status"] == "done"
+    assert client.health()["worker_pids"] != pids
+
+
+def test_sigkill_mid_job_then_restart_resumes_with_identical_metrics(server, client):
+    job = client.submit(LONG)
+    t0 = time.monotonic()
+    while True:
+        s = job.status()
+        if s["status"] == "running" and 4 <= s["variants_done"] < 16:
+            break
+        assert s["status"] in ("queued", "compiling", "running") and time.monotonic() - t0 < 300, s
+        time.sleep(0.02)
+    worker_pids = client.health()["worker_pids"]
+    server.kill()
+    time.sleep(0.5)
+    for pid in worker_pids:  # the worker died with the server
+        assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
+    from jaxclear import store
+    flags = store.done_flags(store.open(server.data / "jobs" / job.id / "out", mode="r"))
+    assert 2 <= flags.sum() < len(flags)
+    server.start()
+    s = job.wait(timeout=300)
+    assert s["resumed"] == 1 and s["attempts"] == 2
+    summ = job.summary()
+    assert summ["chunks_reused"] >= 2 and summ["chunks_computed"] == 10 - summ["chunks_reused"]
+    # an uninterrupted run of the same spec gives the same metrics, bit for bit
+    ref = client.submit(LONG)
+    ref.wait(timeout=300)
+    a, b = job.metrics(), ref.metrics()
+    assert a.columns == b.columns
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def _chromium():
+    for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser"):
+        if Path(p).exists():
+            return p
+    if os.environ.get("CI"):
+        pytest.fail("chromium is not installed (.ci/run installs the Debian package)")
+    pytest.skip("no /usr/bin/chromium (apt-get install chromium)")
+
+
+def test_html_pages_in_headless_chromium(server, client, tmp_path):
+    exe = _chromium()
+    pw = pytest.importorskip("playwright.sync_api")
+    import matplotlib.image as mpimg
+    with_plots = TINY.replace("plots = false", "plots = true\nplot_variants = 2").replace('"tiny"', '"page"')
+    with pw.sync_playwright() as p:
+        # a fresh profile: Playwright passes it as --user-data-dir
+        browser = p.chromium.launch_persistent_context(
+            str(tmp_path / "profile"), executable_path=exe, headless=True, viewport={"width": 1200, "height": 900},
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        page = browser.new_page()
+        page.goto(server.url + f"/?token={TOKEN}")  # token -> cookie, then redirected to /
+        assert page.url.rstrip("/") == server.url and "jaxclear sweep service" in page.content()
+        job = client.submit(with_plots)
+        # the new job appears and its row reaches 'done' by live updates, without a manual reload
+        row = page.locator(f"#job-{job.id} .status")
+        row.wait_for(timeout=60000)
+        page.wait_for_function(f"document.querySelector('#job-{job.id} .status').textContent == 'done'",
+                               timeout=120000)
+        assert page.locator(f"#job-{job.id} .done").text_content() == "4/4"
+        page.screenshot(path=str(tmp_path / "jobs.png"), full_page=True)
+        page.click(f"a[href='/jobs/{job.id}']")
+        page.wait_for_selector("#summary")
+        assert page.locator("#summary td", has_text="peak_contact_force_N").count() >= 1
+        imgs = page.locator("img")
+        assert imgs.count() >= 2
+        page.wait_for_function("Array.from(document.images).every(i => i.complete && i.naturalWidth > 100)")
+        page.screenshot(path=str(tmp_path / "job.png"), full_page=True)
+        browser.close()
+    for name in ("jobs.png", "job.png"):
+        img = mpimg.imread(tmp_path / name)
+        assert img.shape[0] > 300 and img.shape[1] == 1200
+        assert img[..., :3].std() > 0.02  # not a blank page
