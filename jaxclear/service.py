@@ -399,7 +399,8 @@ def validate_submission(raw: dict, limits: Limits):
                               f"{pl.cfg.n_steps} steps), more than the limit of {limits.max_steps:.3g} "
                               "(jaxclear serve --max-steps)")
     cfg = pl.cfg
-    store_b = pl.n_variants * cfg.n_saves * max(1, len(cfg.outputs)) * cfg.n_joints * 8
+    names = pl.mech.joint_names(cfg) if hasattr(pl.mech, "joint_names") else ()
+    store_b = pl.n_variants * cfg.n_saves * max(1, len(cfg.outputs)) * max(1, len(names)) * 8
     if store_b > limits.max_store_bytes:
         raise BadRequest(422, f"the histories of this spec take ~{store_b / 2**30:.3g} GiB ({pl.n_variants} variants × "
                               f"{cfg.n_saves} saves × {len(cfg.outputs)} channels), more than the limit of "
