@@ -73,8 +73,9 @@ def amplification_map(ax, table, xkey, ykey, zkey):
     plt.colorbar(im, ax=ax, label=_label(zkey) + " (max over other axes)")
 
 
-def sweep_plots(outdir, table, summary, hists, t, spec):
-    """Write the standard PNGs of a sweep into outdir/plots; return their relative paths."""
+def sweep_plots(outdir, table, summary, hists, t, spec, amplified=("contact_force", "slider_acceleration")):
+    """Write the standard PNGs of a sweep into outdir/plots; return their relative paths.
+    amplified: the quantities whose DAF / ratio columns are mapped over the axes."""
     pdir = Path(outdir) / "plots"
     pdir.mkdir(exist_ok=True)
     written = []
@@ -98,7 +99,7 @@ def sweep_plots(outdir, table, summary, hists, t, spec):
         written.append("plots/journal_orbits.png")
     axes = summary["axes"]
     if len(axes) >= 2:
-        for z in ("daf_contact_force_steady", "daf_slider_acceleration_steady"):
+        for z in tuple(f"daf_{a}_steady" for a in amplified):
             fig, ax = plt.subplots(figsize=(6, 4.5))
             amplification_map(ax, table, axes[0], axes[1], z)
             fig.tight_layout()
@@ -107,7 +108,7 @@ def sweep_plots(outdir, table, summary, hists, t, spec):
             written.append(f"plots/map_{z}.png")
     elif len(axes) == 1:
         fig, ax = plt.subplots(figsize=(6, 4))
-        for z in ("ratio_contact_force", "ratio_contact_force_steady", "ratio_slider_acceleration_steady"):
+        for z in (f"ratio_{amplified[0]}", f"ratio_{amplified[0]}_steady", f"ratio_{amplified[1]}_steady"):
             ax.plot(table[axes[0]], table[z], "o-", label=z)
         ax.set_xlabel(_label(axes[0]))
         ax.set_ylabel("max(clearance) / max(ideal) [-]")

@@ -92,6 +92,7 @@ import importlib
 # specs of the others.
 REGISTRY = {
     "slider_crank": "jaxclear.mechanisms.slider_crank",
+    "four_bar": "jaxclear.mechanisms.four_bar",
 }
 
 

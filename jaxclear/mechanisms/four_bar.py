@@ -1,0 +1,524 @@
+"""Planar four-bar (crank–rocker) with a revolute clearance joint between coupler and follower.
+
+Seed 001 (finite particle method, §3.1): crank driven counter-clockwise from rest, its speed
+ramped linearly to ω = 50π rad/s over 0.12 s, run to 0.14 s; the crank starts perpendicular
+to the ground; the coupler–follower joint has clearance, the other three are ideal.  Seed 001
+reports the amplification factors DE_α = (α_c − α_i)/α_i = 66.9 % of the follower angular
+acceleration and DE_F = 16.6 % of the joint force over one crank cycle (its link tables are
+lost from the text: our values are in ``benchmark_params`` and docs/mechanisms.md).
+
+Bodies: crank 1 (pivot O₂ = origin, length a, prescribed θ), coupler 2 (pinned to the crank
+at B, length b, angle φ), follower 3 (pivot O₄ = (d, 0), length c, angle ψ); centres of mass
+at mid-length, gravity along −y.  The clearance joint cuts the loop, so the model is a tree in
+relative coordinates q = (θ, φ, ψ) with a diagonal mass matrix (DESIGN.md, "Coordinates"):
+
+    (J₂ + m₂l₂²) φ̈ = −m₂ l₂ u⊥_φ·a_B − m₂ g l₂ cos φ + Σ (p_J − B) × F,
+    (J₃ + m₃l₃²) ψ̈ = −m₃ g l₃ cos ψ − Σ (p_B − O₄) × F,
+
+F the contact force on the journal (coupler end C) at its points p_J, −F on the bearing
+(follower end D, frame turning with the follower) at p_B; l = half lengths.  Orientations are
+carried as (cos, sin) pairs as in ``slider_crank``.  The ideal four-bar (``ideal``) is
+closed-form position analysis, two 2×2 velocity/acceleration solves and inverse dynamics for
+the coupler–follower reaction.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import partial
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import integrate, joints, laws, metrics
+from .._math import cross2, perp, safe_norm
+from ..spec import SpecError, check_choice
+from . import _clearance
+from .slider_crank import _crank, _drift, _peak_columns, check_dt, motion_columns
+
+JOINTS = {"coupler_follower": ("coupler_follower",)}
+CLEARANCE_JOINTS = tuple(JOINTS)
+
+OUTPUT_CHANNELS = {
+    "crank_angle_rad": "crank angle θ (atan2 of the carried pair)",
+    "contact_force_N": "|F| contact force of the clearance joint",
+    "normal_force_N": "Σ F_n over the joint's regions",
+    "penetration_m": "largest penetration δ",
+    "journal_x_m": "journal centre x in the bearing (follower) frame",
+    "journal_y_m": "journal centre y in the bearing (follower) frame",
+    "n_regions": "number of contact regions",
+    "follower_angle_rad": "follower ψ",
+    "follower_angular_velocity_rad_per_s": "follower ψ̇",
+    "follower_angular_acceleration_rad_per_s2": "follower ψ̈",
+    "coupler_angular_velocity_rad_per_s": "coupler φ̇",
+}
+DEFAULT_OUTPUTS = ("crank_angle_rad", "contact_force_N", "journal_x_m", "journal_y_m",
+                   "follower_angular_velocity_rad_per_s", "follower_angular_acceleration_rad_per_s2")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Static configuration (see ``slider_crank.Config``); one clearance joint."""
+
+    clearance_joint: str = "coupler_follower"
+    joint: joints.JointConfig = field(default_factory=joints.JointConfig)
+    scheme: str = "leapfrog"
+    dt: float = 1e-6
+    n_saves: int = 100
+    save_every: int = 100
+    outputs: tuple = DEFAULT_OUTPUTS
+    min_continuous_steps: int = 500
+    checkpoint: bool = False
+
+    @property
+    def n_steps(self) -> int:
+        return self.n_saves * self.save_every
+
+    @property
+    def n_joints(self) -> int:
+        return 1
+
+
+class Params(NamedTuple):
+    """Lengths [m], masses [kg], inertias about the centres of mass [kg·m²], crank_speed ω
+    [rad/s] reached after the linear ramp of ramp_time [s] (0: constant from t = 0),
+    crank_angle0 θ₀ [rad], gravity g [m/s²], steady_start [s], joint: JointParams."""
+
+    crank_length: jnp.ndarray
+    coupler_length: jnp.ndarray
+    follower_length: jnp.ndarray
+    ground_length: jnp.ndarray
+    crank_mass: jnp.ndarray
+    coupler_mass: jnp.ndarray
+    follower_mass: jnp.ndarray
+    crank_inertia: jnp.ndarray
+    coupler_inertia: jnp.ndarray
+    follower_inertia: jnp.ndarray
+    crank_speed: jnp.ndarray
+    ramp_time: jnp.ndarray
+    crank_angle0: jnp.ndarray
+    gravity: jnp.ndarray
+    steady_start: jnp.ndarray
+    joint: joints.JointParams
+
+
+# Link values chosen for this benchmark (seed 001 lost its Table 1): a Grashof crank–rocker
+# a + b = 0.17 < c + d = 0.22 m, transmission angle 35.7°–100.8°, links as 20 × 10 mm steel
+# bars (7850 kg/m³: m = 1.57 kg/m · L, J = m L²/12); joint as Flores et al. (2008).
+BENCHMARK = {"crank_length_m": 0.05, "coupler_length_m": 0.12, "follower_length_m": 0.10,
+             "ground_length_m": 0.12, "crank_mass_kg": 0.0785, "coupler_mass_kg": 0.1884,
+             "follower_mass_kg": 0.157, "crank_inertia_kg_m2": 1.635e-5, "coupler_inertia_kg_m2": 2.261e-4,
+             "follower_inertia_kg_m2": 1.308e-4}
+
+
+def benchmark_params(clearance=0.5e-3, crank_speed=50 * math.pi, ramp_time=0.12, journal_radius=10.0e-3,
+                     restitution=0.9, friction_coefficient=0.01, crank_angle0=math.pi / 2, gravity=9.81,
+                     steady_start=0.0, normal_law="lankarani_nikravesh", stiffness=None):
+    """Params of the four-bar benchmark (``BENCHMARK`` links, Flores-type joint); arguments may
+    be traced arrays."""
+    f = lambda x: jnp.asarray(x, dtype=jnp.result_type(float))
+    rb = f(journal_radius) + f(clearance)
+    k = (laws.internal_cylinder_stiffness(f(journal_radius), rb, 207e9, 0.3, 207e9, 0.3)
+         if stiffness is None else f(stiffness))
+    jp = joints.JointParams(journal_radius=f(journal_radius), clearance=f(clearance), points=jnp.zeros((1, 2)),
+                            stiffness=k, exponent=f(1.0 if normal_law == "linear" else 1.5),
+                            restitution=f(restitution), damping=f(0.0),
+                            friction_coefficient=f(friction_coefficient), v0=f(1e-4), v1=f(1e-3))
+    b = {k_: f(v) for k_, v in BENCHMARK.items()}
+    return Params(crank_length=b["crank_length_m"], coupler_length=b["coupler_length_m"],
+                  follower_length=b["follower_length_m"], ground_length=b["ground_length_m"],
+                  crank_mass=b["crank_mass_kg"], coupler_mass=b["coupler_mass_kg"],
+                  follower_mass=b["follower_mass_kg"], crank_inertia=b["crank_inertia_kg_m2"],
+                  coupler_inertia=b["coupler_inertia_kg_m2"], follower_inertia=b["follower_inertia_kg_m2"],
+                  crank_speed=f(crank_speed), ramp_time=f(ramp_time), crank_angle0=f(crank_angle0),
+                  gravity=f(gravity), steady_start=f(steady_start), joint=jp)
+
+
+# ----------------------------------------------------------------------------- ideal mechanism
+
+def crank_angle(p: Params, t):
+    """θ(t), θ̇(t), θ̈(t) of the driver: linear speed ramp from rest over t_ramp, then ω."""
+    t = jnp.asarray(t)
+    w, tr = p.crank_speed, p.ramp_time
+    ramp = tr > 0
+    trs = jnp.where(ramp, tr, 1.0)
+    in_ramp = ramp & (t < tr)
+    th = jnp.where(in_ramp, 0.5 * w * t * t / trs, w * (t - jnp.where(ramp, 0.5 * tr, 0.0)))
+    return (p.crank_angle0 + th, jnp.where(in_ramp, w * t / trs, w), jnp.where(in_ramp, w / trs, 0.0))
+
+
+def time_of_crank_travel(p: Params, angle):
+    """The time at which the crank has turned by ``angle`` [rad] from its start (inverse of
+    ``crank_angle``)."""
+    w, tr = p.crank_speed, p.ramp_time
+    ang = jnp.maximum(angle, 0.0)
+    in_ramp = (tr > 0) & (ang < 0.5 * w * tr)
+    return jnp.where(in_ramp, jnp.sqrt(2.0 * ang * jnp.where(tr > 0, tr, 1.0) / w),
+                     ang / w + jnp.where(tr > 0, 0.5 * tr, 0.0))
+
+
+def _solve2(m1, m2, r):
+    """x, y with x·m1 + y·m2 = r (Cramer)."""
+    det = cross2(m1, m2)
+    return cross2(r, m2) / det, cross2(m1, r) / det
+
+
+def ideal_kinematics(p: Params, t):
+    """Closed-loop positions, velocities and accelerations of the ideal four-bar at t.
+
+    B = a u_θ; with f = O₄ − B, s = |f|, the coupler angle is φ = ∠f + γ,
+    cos γ = (b² + s² − c²)/(2bs) (assembly with the coupler–follower joint above the line
+    B–O₄); ψ = ∠(C − O₄).  Velocities and accelerations from the loop equation
+    a u_θ + b u_φ = d e_x + c u_ψ differentiated once and twice (2×2 solves).
+    """
+    th, wd, al = crank_angle(p, t)
+    a, b, c, d = p.crank_length, p.coupler_length, p.follower_length, p.ground_length
+    ut = jnp.stack([jnp.cos(th), jnp.sin(th)])
+    B = a * ut
+    f = jnp.stack([d - B[0], -B[1]])
+    s = jnp.hypot(f[0], f[1])
+    gam = jnp.arccos(jnp.clip((b * b + s * s - c * c) / (2 * b * s), -1.0, 1.0))
+    phi = jnp.arctan2(f[1], f[0]) + gam
+    uf = jnp.stack([jnp.cos(phi), jnp.sin(phi)])
+    C = B + b * uf
+    psi = jnp.arctan2(C[1], C[0] - d)
+    up = jnp.stack([jnp.cos(psi), jnp.sin(psi)])
+    m1, m2 = b * perp(uf), -c * perp(up)
+    phid, psid = _solve2(m1, m2, -a * wd * perp(ut))
+    r = -a * (al * perp(ut) - wd * wd * ut) + b * phid * phid * uf - c * psid * psid * up
+    phidd, psidd = _solve2(m1, m2, r)
+    aB = a * (al * perp(ut) - wd * wd * ut)
+    return {"theta": th, "theta_dot": wd, "theta_ddot": al, "phi": phi, "phi_dot": phid, "phi_ddot": phidd,
+            "psi": psi, "psi_dot": psid, "psi_ddot": psidd, "B": B, "C": C, "a_B": aB}
+
+
+def ideal(p: Params, t):
+    """Ideal four-bar over t: follower angle, rate and acceleration, and the coupler–follower
+    reaction |R_C| [N] by inverse dynamics:
+
+        c u_ψ × R = J_O₄ ψ̈ + m₃ g l₃ cos ψ,      b u_φ × R = −(J_B φ̈ + m₂ l₂ u⊥_φ·a_B + m₂ g l₂ cos φ),
+
+    R the force of the coupler on the follower, J about the pivots (follower about O₄, coupler
+    about B)."""
+    k = jax.vmap(lambda tt: ideal_kinematics(p, tt))(jnp.atleast_1d(jnp.asarray(t, jnp.result_type(float))))
+    b, c = p.coupler_length, p.follower_length
+    l2, l3 = 0.5 * b, 0.5 * c
+    jb = p.coupler_inertia + p.coupler_mass * l2 * l2
+    jo = p.follower_inertia + p.follower_mass * l3 * l3
+    uf = jnp.stack([jnp.cos(k["phi"]), jnp.sin(k["phi"])], -1)
+    up = jnp.stack([jnp.cos(k["psi"]), jnp.sin(k["psi"])], -1)
+    a3 = jo * k["psi_ddot"] + p.follower_mass * p.gravity * l3 * up[:, 0]
+    a2 = -(jb * k["phi_ddot"] + p.coupler_mass * l2 * jnp.sum(perp(uf) * k["a_B"], -1)
+           + p.coupler_mass * p.gravity * l2 * uf[:, 0])
+    # rows: u × R = u_x R_y − u_y R_x
+    det = c * b * (-up[:, 1] * uf[:, 0] + up[:, 0] * uf[:, 1])
+    rx = (a3 * b * uf[:, 0] - c * up[:, 0] * a2) / det
+    ry = (c * (-up[:, 1]) * a2 - (-b * uf[:, 1]) * a3) / det
+    return {"theta": k["theta"], "follower_angle": k["psi"], "follower_angular_velocity": k["psi_dot"],
+            "follower_angular_acceleration": k["psi_ddot"], "coupler_angle": k["phi"],
+            "coupler_angular_velocity": k["phi_dot"], "reaction_x": rx, "reaction_y": ry,
+            "reaction_coupler_follower": jnp.hypot(rx, ry)}
+
+
+def ideal_peaks(p: Params, t_end, steady_start, n_samples: int = 20001):
+    """Peaks of |ψ̈| and |R_C| of the ideal four-bar over [0, t_end] and [steady_start, t_end]."""
+    t = jnp.linspace(0.0, 1.0, n_samples) * t_end
+    ts = steady_start + jnp.linspace(0.0, 1.0, n_samples) * (t_end - steady_start)
+    keys = ("follower_angular_acceleration", "reaction_coupler_follower")
+    full, st = ideal(p, t), ideal(p, ts)
+    return ({k: jnp.max(jnp.abs(full[k])) for k in keys}, {k: jnp.max(jnp.abs(st[k])) for k in keys})
+
+
+# ----------------------------------------------------------------------------- clearance model
+
+def _accel(cfg, p, q, v, aux, t):
+    b_pt, vb, ab, alpha = _crank(p, q, v, t)
+    uf, up = q[2:4], q[4:6]
+    wf, wp = v[1], v[2]
+    b, c = p.coupler_length, p.follower_length
+    l2, l3 = 0.5 * b, 0.5 * c
+    o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
+    r_j = b_pt + b * uf
+    v_j = vb + b * wf * perp(uf)
+    r_b = o4 + c * up
+    v_b = c * wp * perp(up)
+    kin = joints.JointKinematics(r_j, v_j, wf, r_b, v_b, up, wp)
+    jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
+    jb = p.coupler_inertia + p.coupler_mass * l2 * l2
+    jo = p.follower_inertia + p.follower_mass * l3 * l3
+    tau2 = (-p.coupler_mass * l2 * jnp.dot(perp(uf), ab) - p.coupler_mass * p.gravity * l2 * uf[0]
+            + joints.moment(jf.f_slots, jf.p_j, b_pt))
+    tau3 = -p.follower_mass * p.gravity * l3 * up[0] + joints.moment(-jf.f_slots, jf.p_b, o4)
+    a = jnp.stack([alpha, tau2 / jb, tau3 / jo])
+    return a, mem[None], (jf,)
+
+
+def initial_state(cfg: Config, p: Params):
+    """The ideal assembly at θ₀ (journal centred in the bearing), every body at the ideal
+    mechanism's velocity (at rest with a ramp)."""
+    k = ideal_kinematics(p, jnp.zeros((), jnp.result_type(p.crank_length)))
+    pair = lambda x: jnp.stack([jnp.cos(x), jnp.sin(x)])
+    q = jnp.concatenate([pair(k["theta"]), pair(k["phi"]), pair(k["psi"])])
+    v = jnp.stack([k["theta_dot"], k["phi_dot"], k["psi_dot"]])
+    aux = joints.initial_memory(cfg.joint, q.dtype)[None]
+    return q, v, aux
+
+
+def _outputs(cfg, q, v, a, jfs):
+    (j,) = jfs
+    ch = {"crank_angle_rad": lambda: jnp.arctan2(q[1], q[0]),
+          "contact_force_N": lambda: safe_norm(j.force)[None],
+          "normal_force_N": lambda: jnp.sum(j.normal_force)[None],
+          "penetration_m": lambda: jnp.max(j.depth)[None],
+          "journal_x_m": lambda: j.e_local[0][None],
+          "journal_y_m": lambda: j.e_local[1][None],
+          "n_regions": lambda: j.n_regions.astype(q.dtype)[None],
+          "follower_angle_rad": lambda: jnp.arctan2(q[5], q[4]),
+          "follower_angular_velocity_rad_per_s": lambda: v[2],
+          "follower_angular_acceleration_rad_per_s2": lambda: a[2],
+          "coupler_angular_velocity_rad_per_s": lambda: v[1]}
+    return {k: ch[k]() for k in cfg.outputs}
+
+
+class Result(NamedTuple):
+    """Accumulated metrics (peak_acc = peak |ψ̈|), saved histories, final q and v."""
+
+    acc: metrics.Accumulator
+    history: dict
+    q: jnp.ndarray
+    v: jnp.ndarray
+
+
+def simulate(cfg: Config, p: Params, state0=None) -> Result:
+    """Integrate one variant over cfg.n_steps steps (pure).  state0: optional (q, v)."""
+
+    def accel(params, q, v, aux, t):
+        a, aux1, jfs = _accel(cfg, params, q, v, aux, t)
+        return a, aux1, (a, jfs, q, v, t)
+
+    step = integrate.make_step(cfg.scheme, accel, _drift(3), cfg.dt)
+    q0, v0, aux0 = initial_state(cfg, p)
+    if state0 is not None:
+        q0, v0 = (jnp.asarray(x, q0.dtype) for x in state0)
+    a0, _, _ = accel(p, q0, v0, aux0, 0.0)
+    s0 = integrate.State(q0, v0, a0, aux0)
+
+    def reduce(acc, out, i):
+        a, (j,), q, v, t = out
+        return metrics.update(acc, safe_norm(j.force)[None], a[2], jnp.any(j.active)[None],
+                              j.new_impacts[None], j.n_regions[None], t >= p.steady_start,
+                              cfg.min_continuous_steps)
+
+    def save(out):
+        a, jfs, q, v, t = out
+        return _outputs(cfg, q, v, a, jfs)
+
+    acc0 = metrics.init(1, q0.dtype)
+    s, acc, hist = integrate.simulate(step, p, s0, acc0, reduce, cfg.n_saves, cfg.save_every,
+                                      save=save if cfg.outputs else None, checkpoint=cfg.checkpoint)
+    acc = metrics.finalize(acc, cfg.min_continuous_steps)
+    return Result(acc, hist if hist is not None else {}, s.q, s.v)
+
+
+# ----------------------------------------------------------------------------- sweep protocol
+
+SPEC_TABLES = {
+    "model": {
+        "mechanism": "four_bar",
+        "clearance_joint": "coupler_follower",
+        **BENCHMARK,
+        "crank_speed_rad_per_s": 50 * math.pi,
+        "ramp_time_s": 0.12,
+        "initial_crank_angle_deg": 90.0,
+        "gravity_m_per_s2": 9.81,
+    },
+    **_clearance.TABLES,
+    "integrator": {"scheme": "leapfrog", "dt_s": 1e-6, "t_end_s": 0.14, "revolutions": 2.0, "save_every": 50,
+                   "precision": "float64", "chunk_size": 0, "steady_revolutions": 1.0,
+                   "continuous_contact_s": 5e-4},
+    "outputs": {"histories": list(DEFAULT_OUTPUTS), "plot_variants": 4, "plots": True},
+}
+SPEC_OPTIONAL = _clearance.OPTIONAL
+SWEEPABLE = ("model",) + _clearance.SWEEPABLE
+_POS = (0.0, math.inf, False)
+RANGES = {
+    **{f"model.{k}": _POS for k in BENCHMARK},
+    "model.crank_speed_rad_per_s": (0.0, 1e5, False),
+    "model.ramp_time_s": (0.0, math.inf, True),
+    "model.initial_crank_angle_deg": (-360.0, 360.0, True),
+    "model.gravity_m_per_s2": (-1e3, 1e3, True),
+    **_clearance.RANGES,
+}
+UNIT_LIMITS = {**_clearance.UNIT_LIMITS,
+               **{f"model.{k}": (10.0, ">=", "lengths are in metres (50 mm = 0.05): did you give mm?")
+                  for k in BENCHMARK if k.endswith("length_m")}}
+INT_RANGES = _clearance.INT_RANGES
+
+
+def validate_spec(spec):
+    check_choice("model.clearance_joint", spec["model"]["clearance_joint"], CLEARANCE_JOINTS)
+    _clearance.validate_spec(spec)
+
+
+def check_values(cols):
+    """Clearance below the journal radius; a Grashof crank–rocker (the crank shortest and
+    s + l < p + q), so that the crank turns fully with the loop closed."""
+    _clearance.check_values(cols)
+    L = {k: np.asarray(cols[f"model.{k}_length_m"], float) for k in ("crank", "coupler", "follower", "ground")}
+    Lb = np.broadcast_arrays(*L.values())
+    st = np.stack(Lb, axis=-1)
+    ok = (np.argmin(st, axis=-1) == 0) & (st.min(-1) + st.max(-1) < st.sum(-1) - st.min(-1) - st.max(-1))
+    if not np.all(ok):
+        i = int(np.argmin(ok.ravel()))
+        vals = ", ".join(f"model.{k}_length_m = {float(np.ravel(v)[i if v.ndim else 0]):g}" for k, v in zip(L, Lb))
+        raise SpecError(f"{vals}" + (f" (variant {i})" if ok.ndim else "")
+                        + ": not a Grashof crank–rocker (the crank must be the shortest link and "
+                          "shortest + longest < sum of the other two)")
+
+
+def t_end(spec, cols):
+    """integrator.t_end_s, or (when 0) the ramp plus integrator.revolutions at full speed."""
+    it = spec["integrator"]
+    if it["t_end_s"] > 0:
+        return float(it["t_end_s"])
+    w = np.asarray(cols["model.crank_speed_rad_per_s"], float)
+    return float(np.max(np.asarray(cols["model.ramp_time_s"], float) + it["revolutions"] * 2 * math.pi / w))
+
+
+def make_config(spec, t_end) -> Config:
+    it = spec["integrator"]
+    dt = it["dt_s"]
+    n_steps = max(1, int(math.ceil(t_end / dt - 1e-9)))
+    n_saves = max(1, int(math.ceil(n_steps / it["save_every"])))
+    return Config(clearance_joint=spec["model"]["clearance_joint"], joint=_clearance.joint_config(spec),
+                  scheme=it["scheme"], dt=dt, n_saves=n_saves, save_every=it["save_every"],
+                  outputs=tuple(spec["outputs"]["histories"]),
+                  min_continuous_steps=max(1, int(round(it["continuous_contact_s"] / dt))))
+
+
+def params(spec, cfg: Config, flat, dtype, t_end) -> Params:
+    """Params of one variant; the steady window is the last integrator.steady_revolutions
+    crank revolutions before t_end (by crank angle, so it is defined during a ramp too)."""
+    f = lambda k: jnp.asarray(flat["model." + k], dtype)
+    p = Params(crank_length=f("crank_length_m"), coupler_length=f("coupler_length_m"),
+               follower_length=f("follower_length_m"), ground_length=f("ground_length_m"),
+               crank_mass=f("crank_mass_kg"), coupler_mass=f("coupler_mass_kg"), follower_mass=f("follower_mass_kg"),
+               crank_inertia=f("crank_inertia_kg_m2"), coupler_inertia=f("coupler_inertia_kg_m2"),
+               follower_inertia=f("follower_inertia_kg_m2"), crank_speed=f("crank_speed_rad_per_s"),
+               ramp_time=f("ramp_time_s"), crank_angle0=jnp.deg2rad(f("initial_crank_angle_deg")),
+               gravity=f("gravity_m_per_s2"), steady_start=jnp.zeros((), dtype),
+               joint=_clearance.joint_params(spec, cfg.joint, flat, dtype))
+    travel = crank_angle(p, t_end)[0] - p.crank_angle0
+    t0 = time_of_crank_travel(p, travel - 2 * math.pi * spec["integrator"]["steady_revolutions"])
+    return p._replace(steady_start=jnp.asarray(t0, dtype))
+
+
+def stability_dt(p: Params, scheme):
+    """Conservative stable dt [s]: the linearised Hertz stiffness at the penetration reached
+    when the lighter side (coupler about B or follower about O₄, as a mass J/L² at the joint)
+    hits at the crank-pin speed a·ω (as ``slider_crank.stability_dt``)."""
+    jp = p.joint
+    l2, l3 = 0.5 * p.coupler_length, 0.5 * p.follower_length
+    m2 = (p.coupler_inertia + p.coupler_mass * l2 * l2) / p.coupler_length ** 2
+    m3 = (p.follower_inertia + p.follower_mass * l3 * l3) / p.follower_length ** 2
+    m = jnp.minimum(m2, m3)
+    v = p.crank_length * p.crank_speed
+    n, K = jp.exponent, jp.stiffness
+    delta = (0.5 * m * v * v * (n + 1) / K) ** (1.0 / (n + 1))
+    return integrate.stability_bound(scheme, n * K * delta ** (n - 1), m)
+
+
+def check_params(spec, cfg: Config, p: Params, name):
+    _clearance.check_bushing(cfg.joint, p.joint, name)
+    check_dt(cfg, np.asarray(stability_dt(p, cfg.scheme)), name)
+
+
+def joint_names(cfg: Config):
+    return JOINTS[cfg.clearance_joint]
+
+
+def describe(spec, cfg: Config):
+    return {"clearance_joint": cfg.clearance_joint, **_clearance.describe(cfg.joint),
+            "steady_window": f"last {spec['integrator']['steady_revolutions']:g} crank revolution(s) before t_end "
+                             "(by crank angle)",
+            "continuous_contact_s": spec["integrator"]["continuous_contact_s"]}
+
+
+@partial(jax.jit, static_argnums=(2,))
+def _ideal_peaks_batch(p, t_end, n_samples):
+    return jax.vmap(lambda pp: ideal_peaks(pp, t_end, pp.steady_start, n_samples=n_samples))(p)
+
+
+def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
+    """Peaks of the follower angular acceleration and the joint force, their ideal values and
+    amplification factors DE (seed 001), impacts and motion fractions."""
+    acc = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_real], res.acc)
+    revs = float(np.max(np.asarray(p.crank_speed))) * t_end / (2 * math.pi)
+    n_samples = int(min(2 ** 18, max(4096, 2048 * math.ceil(revs)))) + 1
+    full, steady = _ideal_peaks_batch(p, t_end, n_samples)
+    full = {k: np.asarray(v)[:n_real] for k, v in full.items()}
+    steady = {k: np.asarray(v)[:n_real] for k, v in steady.items()}
+    out = {}
+    _peak_columns(out, "contact_force", "_N", "ideal_peak_reaction_N", acc.peak_force.max(axis=1),
+                  acc.peak_force_steady.max(axis=1), full["reaction_coupler_follower"],
+                  steady["reaction_coupler_follower"])
+    _peak_columns(out, "follower_angular_acceleration", "_rad_per_s2",
+                  "ideal_peak_follower_angular_acceleration_rad_per_s2", acc.peak_acc, acc.peak_acc_steady,
+                  full["follower_angular_acceleration"], steady["follower_angular_acceleration"])
+    motion_columns(out, acc, JOINTS[cfg.clearance_joint])
+    q, v = np.asarray(res.q)[:n_real], np.asarray(res.v)[:n_real]
+    out["finite"] = acc.finite & np.isfinite(q).all(axis=1) & np.isfinite(v).all(axis=1)
+    return out
+
+
+def plots(outdir, spec, table, summary, hists, t):
+    """The shared sweep plots (orbits, contact force vs crank angle, DAF against the axis) and,
+    as seed 001 Fig. 6(a)–(c), the follower's angular velocity and acceleration and the joint
+    force over the last crank revolution against the ideal four-bar (base values of [model])."""
+    from pathlib import Path
+
+    from .. import plots as plots_
+    written = []
+    if "journal_x_m" in hists:
+        written += plots_.sweep_plots(outdir, table, summary, hists, t, spec,
+                                      amplified=("contact_force", "follower_angular_acceleration"))
+    chans = [("follower_angular_velocity_rad_per_s", "follower_angular_velocity", "follower ψ̇ [rad/s]"),
+             ("follower_angular_acceleration_rad_per_s2", "follower_angular_acceleration", "follower ψ̈ [rad/s²]"),
+             ("contact_force_N", "reaction_coupler_follower", "joint force [N]")]
+    chans = [c for c in chans if c[0] in hists]
+    if not chans or "crank_angle_rad" not in hists:
+        return written
+    t = np.asarray(t)
+    flat = {f"{s_}.{k}": v for s_ in SWEEPABLE for k, v in spec[s_].items()}
+    cfg = make_config(spec, float(t[-1]))
+    p = params(spec, cfg, flat, jnp.float64, float(t[-1]))
+    tt = np.linspace(float(p.steady_start), float(t[-1]), 4001)
+    ide = {k: np.asarray(v) for k, v in ideal(p, tt).items()}
+    deg = lambda th: np.degrees(np.mod(th, 2 * np.pi))
+    idx = plots_.pick_variants(table, int(spec["outputs"]["plot_variants"]))
+    fig, axs = plots_.plt.subplots(len(chans), 1, figsize=(8, 2.6 * len(chans)), sharex=True)
+    axs = np.atleast_1d(axs)
+    order = np.argsort(deg(ide["theta"]))
+    for ax, (ch, key, lab) in zip(axs, chans):
+        for i in idx:
+            m = t >= float(p.steady_start)
+            th = deg(np.asarray(hists["crank_angle_rad"][i])[m])
+            y = np.asarray(hists[ch][i])[m].reshape(m.sum(), -1)[:, 0]
+            o = np.argsort(th)
+            c = table["clearance_m"][i] if "clearance_m" in table else spec["joint"]["clearance_m"]
+            ax.plot(th[o], y[o], lw=0.7, label=f"clearance {c * 1e3:.3g} mm")
+        ax.plot(deg(ide["theta"])[order], (np.abs(ide[key]) if ch == "contact_force_N" else ide[key])[order],
+                "k--", lw=1.0, label="ideal")
+        ax.set_ylabel(lab)
+    axs[0].legend(fontsize=7)
+    axs[0].set_title(f"{summary['name']}: last crank revolution (seed 001 Fig. 6)")
+    axs[-1].set_xlabel("crank angle [deg]")
+    fig.tight_layout()
+    pdir = Path(outdir) / "plots"
+    pdir.mkdir(exist_ok=True)
+    fig.savefig(pdir / "follower_vs_crank_angle.png", dpi=110)
+    plots_.plt.close(fig)
+    return written + ["plots/follower_vs_crank_angle.png"]
