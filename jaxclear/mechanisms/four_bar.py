@@ -496,7 +496,7 @@ def plots(outdir, spec, table, summary, hists, t):
     cfg = make_config(spec, float(t[-1]))
     p = params(spec, cfg, flat, jnp.float64, float(t[-1]))
     tt = np.linspace(float(p.steady_start), float(t[-1]), 4001)
-    ide = {k: np.asarray(v) for k, v in ideal(p, tt).items()}
+    ide = {k: np.asarray(v) for k, v in jax.jit(ideal)(p, jnp.asarray(tt)).items()}  # jit: eager vmap took ~8 s more
     deg = lambda th: np.degrees(np.mod(th, 2 * np.pi))
     idx = plots_.pick_variants(table, int(spec["outputs"]["plot_variants"]))
     fig, axs = plots_.plt.subplots(len(chans), 1, figsize=(8, 2.6 * len(chans)), sharex=True)
