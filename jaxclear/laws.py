@@ -44,6 +44,9 @@ __all__ = [
     "esdu78035_force",
     "esdu78035_penetration",
     "friction_force",
+    "STICK_SLIP_MODELS",
+    "stick_slip_friction",
+    "stick_slip_friction_contacts",
 ]
 
 #: Floor [m/s] applied to |delta_dot_minus| in the hysteresis laws.  The damping term is
@@ -375,3 +378,76 @@ def friction_force(model, v_t, normal_force, mu, v0=1e-4, v1=1e-3):
             f"unknown friction model {model!r}; allowed: {', '.join(FRICTION_MODELS)}"
         )
     return -mu * fn * g
+
+
+# ----------------------------------------------------------------------------------------
+# Stick–slip (set-valued Coulomb friction with static and kinetic coefficients)
+# ----------------------------------------------------------------------------------------
+#: Names accepted by the ``friction`` option of the stick–slip mechanisms
+#: (impact_oscillator, plate_compactor): the exact set-valued law solved per step, or the
+#: regularised law tanh(v/v0) of :func:`friction_force` (kinetic coefficient only).
+STICK_SLIP_MODELS = ("stick_slip", "regularised", "none")
+
+
+def stick_slip_friction(v_free, inv_mass, normal_force, mu_static, mu_kinetic, dt):
+    """Coulomb friction over one step of length dt, solved exactly at velocity level.
+
+    One contact with generalised inverse mass w = W M⁻¹ Wᵀ [1/kg] along the slip direction:
+    the end-of-step slip velocity is v⁺ = v_free + dt·w·F_t, where v_free [m/s] includes every
+    force but friction.  Coulomb's law with static μ0 and kinetic μ (μ ≤ μ0),
+
+        stick:  v⁺ = 0,  |F_t| ≤ μ0 F_N          (F_t = −v_free / (dt w)),
+        slip:   F_t = −μ F_N sign(v⁺),  v⁺ ≠ 0,
+
+    has exactly one solution: stick when |v_free|/(dt w) ≤ μ0 F_N, slip otherwise (then
+    |v_free| > dt w μ0 F_N ≥ dt w μ F_N, so v⁺ keeps the sign of v_free).  This is the
+    one-contact linear complementarity problem of the event-driven formulation (Pfeiffer &
+    Glocker 1996; seed 003, Wang & Wang 2015, eqs. 9-12) posed on impulses over the step
+    (Moreau's time stepping) instead of accelerations at the instant v = 0: as dt → 0 the
+    stick test becomes |F_applied| ≤ μ0 F_N.  Branch-free (``where``): a held mass gets
+    v⁺ = 0 exactly, so its position does not drift.
+
+    Returns (F_t [N], v⁺ [m/s], stuck [bool]); ``stuck`` is False without contact (F_N ≤ 0).
+    """
+    v_free = _f(v_free)
+    fn = jnp.maximum(normal_force, 0.0)
+    f_stick = -v_free / (dt * inv_mass)
+    stuck = (jnp.abs(f_stick) <= mu_static * fn) & (fn > 0.0)
+    f_slip = -mu_kinetic * fn * jnp.sign(v_free)
+    f_t = jnp.where(stuck, f_stick, f_slip)
+    v_new = jnp.where(stuck, jnp.zeros_like(v_free), v_free + dt * inv_mass * f_slip)
+    return f_t, v_new, stuck
+
+
+def stick_slip_friction_contacts(v_free, delassus, normal_force, mu_static, mu_kinetic,
+                                 iterations=8):
+    """Coulomb stick–slip at k coupled contacts over one step (projected Gauss–Seidel).
+
+    ``v_free`` (k,) slip velocities at the end of the step without friction [m/s];
+    ``delassus`` G = dt·W M⁻¹ Wᵀ (k, k) [m/(N·s)] so that v⁺ = v_free + G·F_t;
+    ``normal_force`` (k,) [N]; μ0, μ scalars or (k,).  Each sweep solves contact i's 1-D law
+    (:func:`stick_slip_friction` with dt·w = G_ii) given the others' current forces; a fixed
+    number of sweeps (static, unrolled over contacts) keeps it branch-free.  For two corners of
+    one rigid body on the ground (identical slip rows, G of rank one) the first sweep already
+    gives the exact total: the first corner takes what it can hold, the second the rest.
+
+    Returns (F_t (k,) [N], v⁺ (k,) [m/s], stuck (k,) bool).
+    """
+    v_free = _f(v_free)
+    k = v_free.shape[-1]
+    fn = jnp.maximum(normal_force, 0.0)
+    mu0 = jnp.broadcast_to(mu_static, fn.shape)
+    mu = jnp.broadcast_to(mu_kinetic, fn.shape)
+    diag = jnp.diagonal(delassus)
+
+    def sweep(_, carry):
+        f, stuck = carry
+        for i in range(k):
+            r = v_free[i] + delassus[i] @ f - diag[i] * f[i]
+            fi, _, si = stick_slip_friction(r, diag[i], fn[i], mu0[i], mu[i], 1.0)
+            f, stuck = f.at[i].set(fi), stuck.at[i].set(si)
+        return f, stuck
+
+    f, stuck = jax.lax.fori_loop(0, iterations, sweep,
+                                 (jnp.zeros_like(v_free), jnp.zeros(v_free.shape, bool)))
+    return f, v_free + delassus @ f, stuck
