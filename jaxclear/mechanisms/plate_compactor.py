@@ -1,0 +1,410 @@
+"""Vibratory plate compactor on compliant ground with stick–slip friction (seed 003, Wang &
+Wang 2015, "含摩擦与碰撞平面多刚体系统动力学线性互补算法", 力学学报 47(5):814-821).
+
+A rigid box 2a × 2b (mass m1, inertia J_C1 about its centre of mass C1) carries, at the motor
+axis A, an eccentric rotor (mass m2, inertia J_C2, eccentricity e) turned at a prescribed speed
+ω relative to the box.  Box-frame coordinates from the geometric centre O1: C1 = (C_x, C_y),
+A = (A_x, A_y), bottom corners P± = (±a, −b).  Generalised coordinates q = (x_C1, y_C1, θ1);
+the rotor angle is θ2 = θ1 + ω t + ψ0 (so one fewer degree of freedom than the source's
+Lagrange-multiplier form, whose motor constraint we satisfy exactly).
+
+With s = R(θ1)(A − C), u = (cos θ2, sin θ2), d = s + e u (C1 → C2), d⊥ = (−d_y, d_x),
+m = m1 + m2, the Newton–Euler equations of box + rotor (moments about C1) are
+
+    [ m I      m2 d⊥ ] [ r̈1 ]   [ F_ground + m g − m2 b        ]
+    [ m2 d⊥ᵀ   J     ] [ θ̈1 ] = [ M_ground + d × m2 g − m2 d × b ],
+    J = J_C1 + J_C2 + m2 |d|²,   b = −θ̇1² s − θ̇2² e u,
+
+solved in closed form (Schur complement).  Ground (y = 0) at each bottom corner:
+F_N = K δ^1.5 + c δ δ̇ ≥ 0 (δ penetration; the source's units for c, N·s/m², imply this form),
+and Coulomb friction with static μ0 and kinetic μ on the bottom face, whose resultant acts at the
+centre of pressure of the corner loads, solved exactly per step on impulses
+(``laws.stick_slip_friction``; the source poses the same law per corner as a linear
+complementarity problem on accelerations at the instants of zero slip, eqs. 9-25).
+Reactions: the hinge force on the rotor F_A = m2 r̈2 − m2 g, the motor torque on the rotor
+M_e = J_C2 θ̈2 + e u × F_A.
+
+Time stepping: Moreau's midpoint scheme (as in ``impact_oscillator``), h fixed; ground forces
+explicit at the midpoint configuration.
+
+Rotor sense and start state are not in the source: ω > 0 turns the rotor counter-clockwise
+(x forward, y up); at t = 0 the box rests in static equilibrium on the ground (rotor at rest
+weight only) with C2 level with A on the +x side (ψ0 = 0) and the rotor already at speed ω.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import laws
+from .._math import cross2, perp, safe_pow
+
+SCHEMES = ("moreau_midpoint",)
+
+OUTPUT_CHANNELS = {
+    "box_x_m": "x of the box centre O1 (advance)",
+    "box_y_m": "y of the box centre O1 (hop)",
+    "pitch_rad": "box angle θ1 (pitch)",
+    "normal_force_N": "total ground normal force",
+    "friction_force_N": "total ground friction force (along x)",
+    "slip_velocity_m_per_s": "x velocity of the bottom face at the centre of pressure",
+    "hinge_force_N": "|F_A| hinge reaction at the motor axis A",
+    "motor_torque_N_m": "motor torque on the rotor M_e",
+    "stuck": "1 while the bottom is in contact and held by static friction, else 0",
+    "contact": "1 while at least one corner touches the ground, else 0",
+}
+DEFAULT_OUTPUTS = ("box_x_m", "box_y_m", "pitch_rad", "normal_force_N", "friction_force_N",
+                   "slip_velocity_m_per_s", "hinge_force_N", "motor_torque_N_m", "stuck")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Static configuration: dt [s], n_saves × save_every steps, steady window from step
+    ``steady_start_step``; friction: laws.STICK_SLIP_MODELS; pgs_iterations for the
+    two-corner stick–slip solve."""
+
+    dt: float = 1e-5
+    n_saves: int = 1000
+    save_every: int = 100
+    steady_start_step: int = 50_000
+    friction: str = "stick_slip"
+    pgs_iterations: int = 4
+    outputs: tuple = DEFAULT_OUTPUTS
+    scheme: str = "moreau_midpoint"
+
+    @property
+    def n_steps(self) -> int:
+        return self.n_saves * self.save_every
+
+    def validate(self):
+        if self.friction not in laws.STICK_SLIP_MODELS:
+            raise ValueError(f"friction.model = {self.friction!r}; allowed: {', '.join(laws.STICK_SLIP_MODELS)}")
+        bad = [o for o in self.outputs if o not in OUTPUT_CHANNELS]
+        if bad:
+            raise ValueError(f"outputs.histories contains {bad}; allowed: {', '.join(OUTPUT_CHANNELS)}")
+        if not 0 <= self.steady_start_step < self.n_steps:
+            raise ValueError(f"steady start step {self.steady_start_step} outside [0, {self.n_steps})")
+        return self
+
+
+class Params(NamedTuple):
+    """SI parameters, batchable leaf by leaf (names as in the source, Wang & Wang 2015)."""
+
+    m1: jnp.ndarray            # box mass [kg]
+    J1: jnp.ndarray            # box inertia about C1 [kg·m²]
+    m2: jnp.ndarray            # rotor mass [kg]
+    J2: jnp.ndarray            # rotor inertia about C2 [kg·m²]
+    e: jnp.ndarray             # rotor eccentricity |A C2| [m]
+    a: jnp.ndarray             # box half length [m]
+    b: jnp.ndarray             # box half height [m]
+    Cx: jnp.ndarray            # C1 from O1, box frame [m]
+    Cy: jnp.ndarray
+    Ax: jnp.ndarray            # A from O1, box frame [m]
+    Ay: jnp.ndarray
+    omega: jnp.ndarray         # rotor speed relative to the box [rad/s], > 0 counter-clockwise
+    psi0: jnp.ndarray          # rotor angle relative to the box at t = 0 [rad]
+    K: jnp.ndarray             # ground stiffness [N/m^1.5]
+    c: jnp.ndarray             # ground damping [N·s/m²]
+    mu_static: jnp.ndarray     # μ0
+    mu_kinetic: jnp.ndarray    # μ
+    gravity: jnp.ndarray       # [m/s²]
+    v_reg: jnp.ndarray         # regularised-law velocity [m/s] (friction = "regularised" only)
+
+
+CASES = {
+    # Wang & Wang (2015), HZR-92 plate compactor: case 1 medium-hard road, case 2 hard road.
+    1: dict(omega=420.0, K=3.1e6, c=23e3, mu_static=0.6, mu_kinetic=0.45, e=0.018),
+    2: dict(omega=25.0, K=490e6, c=33e6, mu_static=0.7, mu_kinetic=0.52, e=0.10),
+}
+
+
+def source_params(case=1, **kw) -> Params:
+    """Params of the source's case 1 or 2 (Wang & Wang 2015); keywords override fields."""
+    base = dict(m1=92.0, J1=0.4423, m2=7.0, J2=0.00247, e=0.018, a=0.2, b=0.128, Cx=-0.033,
+                Cy=0.032, Ax=0.03, Ay=0.124, omega=420.0, psi0=0.0, K=3.1e6, c=23e3,
+                mu_static=0.6, mu_kinetic=0.45, gravity=9.81, v_reg=1e-3)
+    base.update(CASES[case])
+    unknown = set(kw) - set(base)
+    if unknown:
+        raise TypeError(f"unknown plate-compactor parameters {sorted(unknown)}; known: {', '.join(base)}")
+    base.update(kw)
+    f = lambda x: jnp.asarray(x, dtype=jnp.result_type(float))
+    return Params(**{k: f(v) for k, v in base.items()})
+
+
+class State(NamedTuple):
+    """q = (x_C1, y_C1, θ1) [m, m, rad], its rate [m/s, m/s, rad/s]."""
+
+    q: jnp.ndarray
+    qd: jnp.ndarray
+
+
+def _rot(th, v):
+    c, s = jnp.cos(th), jnp.sin(th)
+    return jnp.stack([c * v[..., 0] - s * v[..., 1], s * v[..., 0] + c * v[..., 1]], axis=-1)
+
+
+def _corners_body(p):
+    """Bottom corners P± − C in the box frame, shape (2, 2): rows (+a, −b), (−a, −b)."""
+    return jnp.stack([jnp.stack([p.a - p.Cx, -p.b - p.Cy]), jnp.stack([-p.a - p.Cx, -p.b - p.Cy])])
+
+
+def _rest_state(p: Params, n_plus, n_minus) -> State:
+    """Box at rest with corner loads N± (δ± = (N±/K)^(2/3), pitch from δ− − δ+), O1 at x = 0."""
+    d_plus, d_minus = (n_plus / p.K) ** (2 / 3), (n_minus / p.K) ** (2 / 3)
+    th = jnp.arcsin((d_minus - d_plus) / (2 * p.a))
+    rc = _rot(th, _corners_body(p))
+    y1 = -d_plus - rc[0, 1]
+    x1 = -_rot(th, jnp.stack([-p.Cx, -p.Cy]))[0]
+    return State(jnp.stack([x1, y1, th]), jnp.zeros(3, dtype=jnp.result_type(p.m1)))
+
+
+def static_rest_state(p: Params) -> State:
+    """The start state (θ ≈ 0 in the balances): box at rest, held by friction, in equilibrium
+    with the weights and the centripetal force m2 e ω² of the rotor at ψ0 — the state the
+    quasi-static stuck motion passes through, so a box that can stay stuck starts stuck
+    without a step load.  Ground loads from Σ F = m2 a2, Σ M_C1 = d × m2 a2 (a2 = −ω² e u):
+
+        F_t = m2 a2x,   N+ + N− = m g + m2 a2y,
+        N+ (a − C_x) − N− (a + C_x) = m2 (d × a2) + m2 g d_x − (b + C_y) F_t.
+
+    Where friction could not hold that (|F_t| > μ0 N) or a corner would lift (case 1,
+    ω = 420 rad/s), the box starts from rest under the weights only (F_t = 0, a2 = 0).
+    """
+    g, m = p.gravity, p.m1 + p.m2
+    u = jnp.stack([jnp.cos(p.psi0), jnp.sin(p.psi0)])
+    d = jnp.stack([p.Ax - p.Cx, p.Ay - p.Cy]) + p.e * u
+
+    def loads(a2):
+        ft = p.m2 * a2[0]
+        n = m * g + p.m2 * a2[1]
+        mom = p.m2 * cross2(d, a2) + p.m2 * g * d[0] - (p.b + p.Cy) * ft
+        n_plus = (mom + n * (p.a + p.Cx)) / (2 * p.a)
+        return ft, n, n_plus, n - n_plus
+
+    ft, n, n_plus, n_minus = loads(-p.omega ** 2 * p.e * u)
+    ok = (jnp.abs(ft) <= p.mu_static * n) & (n_plus > 0) & (n_minus > 0)
+    _, _, w_plus, w_minus = loads(jnp.zeros(2, dtype=u.dtype))
+    return _rest_state(p, jnp.where(ok, n_plus, w_plus), jnp.where(ok, n_minus, w_minus))
+
+
+class Forces(NamedTuple):
+    fn: jnp.ndarray           # (2,) corner normal forces [N]
+    corner_r: jnp.ndarray     # (2, 2) corner − C1, world
+    corner_vx: jnp.ndarray    # (2,) corner x velocities [m/s]
+    d: jnp.ndarray            # C1 → C2
+    eu: jnp.ndarray           # e u
+    b: jnp.ndarray            # velocity-dependent part of r̈2
+
+
+def _forces(p: Params, q, qd, psi):
+    th, thd = q[2], qd[2]
+    r = _rot(th, _corners_body(p))                      # (2, 2)
+    pos_y = q[1] + r[:, 1]
+    vel = qd[:2][None, :] + thd * perp(r)               # corner velocities
+    delta = -pos_y
+    delta_dot = -vel[:, 1]
+    f = p.K * safe_pow(delta, 1.5) + p.c * jnp.maximum(delta, 0.0) * delta_dot
+    fn = jnp.where(delta > 0.0, jnp.maximum(f, 0.0), 0.0)
+    s = _rot(th, jnp.stack([p.Ax - p.Cx, p.Ay - p.Cy]))
+    th2 = th + psi
+    eu = p.e * jnp.stack([jnp.cos(th2), jnp.sin(th2)])
+    th2d = thd + p.omega
+    b = -thd * thd * s - th2d * th2d * eu
+    return Forces(fn, r, vel[:, 0], s + eu, eu, b)
+
+
+def _mass_solve(p: Params, d, rhs):
+    """Solve M x = rhs for the 3×3 mass matrix above (rhs (3,) or (3, k)), closed form."""
+    m = p.m1 + p.m2
+    dp = perp(d)
+    J = p.J1 + p.J2 + p.m2 * jnp.dot(d, d)
+    schur = J - p.m2 * p.m2 * jnp.dot(d, d) / m
+    rxy, rth = rhs[:2], rhs[2]
+    thdd = (rth - p.m2 * (dp @ rxy) / m) / schur
+    xy = (rxy - p.m2 * dp.reshape((2,) + (1,) * (rxy.ndim - 1)) * thdd) / m
+    return jnp.concatenate([xy, thdd[None]], axis=0)
+
+
+class Step(NamedTuple):
+    q: jnp.ndarray
+    qd: jnp.ndarray
+    o1: jnp.ndarray            # box centre O1 (x, y)
+    fn: jnp.ndarray            # (2,)
+    ft: jnp.ndarray            # (2,)
+    slip_v: jnp.ndarray        # bottom x-velocity at the centre of pressure after the step
+    hinge: jnp.ndarray         # |F_A|
+    motor_torque: jnp.ndarray
+    contact: jnp.ndarray       # any corner in contact
+    stuck: jnp.ndarray         # in contact and held by static friction
+
+
+def make_step(cfg: Config):
+    h = cfg.dt
+
+    def step(p: Params, s: State, i):
+        g = p.gravity
+        q_m = s.q + 0.5 * h * s.qd
+        psi = p.omega * ((i + 0.5) * h) + p.psi0
+        fr = _forces(p, q_m, s.qd, psi)
+        grav = jnp.stack([0.0 * g, -g])
+        f_xy = jnp.stack([0.0 * g, jnp.sum(fr.fn)]) + (p.m1 + p.m2) * grav - p.m2 * fr.b
+        m_th = (jnp.sum(fr.corner_r[:, 0] * fr.fn) + cross2(fr.d, p.m2 * grav)
+                - p.m2 * cross2(fr.d, fr.b))
+        # The flat bottom is one friction contact: its resultant acts at the centre of pressure
+        # of the corner loads.  (Two stick constraints at corners a hair apart in height would
+        # also lock the pitch, through a nearly singular 2×2 Delassus matrix.)
+        n_tot = jnp.sum(fr.fn)
+        wk = jnp.where(n_tot > 0.0, fr.fn / jnp.where(n_tot > 0.0, n_tot, 1.0), 0.5)
+        r_cp = wk @ fr.corner_r
+        W = jnp.stack([jnp.ones_like(r_cp[0]), jnp.zeros_like(r_cp[0]), -r_cp[1]])
+        rhs = jnp.concatenate([f_xy, m_th[None]])
+        MinvW = _mass_solve(p, fr.d, W)
+        if cfg.friction == "regularised":
+            f_t = laws.friction_force("coulomb", W @ s.qd, n_tot, p.mu_kinetic, v0=p.v_reg)
+            qd1 = s.qd + h * (_mass_solve(p, fr.d, rhs) + MinvW * f_t)
+            stuck = (jnp.abs(W @ qd1) < p.v_reg) & (n_tot > 0)
+        else:
+            qd_free = s.qd + h * _mass_solve(p, fr.d, rhs)
+            if cfg.friction == "stick_slip":
+                f_t, _, stuck = laws.stick_slip_friction(W @ qd_free, W @ MinvW, n_tot,
+                                                         p.mu_static, p.mu_kinetic, h)
+                qd1 = qd_free + h * MinvW * f_t
+            else:
+                f_t, qd1, stuck = jnp.zeros_like(n_tot), qd_free, jnp.zeros((), bool)
+        ft = wk * f_t
+        q1 = q_m + 0.5 * h * qd1
+        # reactions from the step's mean accelerations
+        acc = (qd1 - s.qd) / h
+        r2dd = acc[:2] + acc[2] * perp(fr.d) + fr.b
+        f_a = p.m2 * (r2dd - grav)
+        torque = p.J2 * acc[2] + cross2(fr.eu, f_a)
+        contact = n_tot > 0.0
+        stuck = contact & stuck
+        o1 = q1[:2] - _rot(q1[2], jnp.stack([p.Cx, p.Cy]))
+        vx_corner = W @ qd1
+        out = Step(q1, qd1, o1, fr.fn, ft, vx_corner, jnp.sqrt(jnp.sum(f_a * f_a)), torque,
+                   contact, stuck)
+        return State(q1, qd1), out
+
+    return step
+
+
+def _channels(cfg, o: Step):
+    full = {"box_x_m": o.o1[0], "box_y_m": o.o1[1], "pitch_rad": o.q[2],
+            "normal_force_N": jnp.sum(o.fn), "friction_force_N": jnp.sum(o.ft),
+            "slip_velocity_m_per_s": o.slip_v, "hinge_force_N": o.hinge,
+            "motor_torque_N_m": o.motor_torque, "stuck": o.stuck.astype(o.q.dtype),
+            "contact": o.contact.astype(o.q.dtype)}
+    return {c: full[c] for c in cfg.outputs}
+
+
+class Acc(NamedTuple):
+    """Running reductions: whole run (contact/slip steps, transitions, last mode) and steady
+    window (start O1 x, extrema, peaks, motor work)."""
+
+    n_contact: jnp.ndarray
+    n_slip: jnp.ndarray
+    transitions: jnp.ndarray
+    last_mode: jnp.ndarray     # −1 none yet, 0 slip, 1 stick (flight keeps the last)
+    x_start: jnp.ndarray
+    y_min: jnp.ndarray
+    y_max: jnp.ndarray
+    th_min: jnp.ndarray
+    th_max: jnp.ndarray
+    n_flight: jnp.ndarray
+    peak_fn: jnp.ndarray
+    peak_hinge: jnp.ndarray
+    peak_torque: jnp.ndarray
+    sum_torque: jnp.ndarray
+    finite: jnp.ndarray
+
+
+class Result(NamedTuple):
+    history: dict
+    final: State
+    final_o1: jnp.ndarray
+    acc: Acc
+
+
+def simulate(cfg: Config, p: Params) -> Result:
+    """Run cfg.n_steps steps from :func:`static_rest_state` (pure; vmap over ``p``)."""
+    step = make_step(cfg)
+    k, i_ss = cfg.save_every, cfg.steady_start_step
+    s0 = static_rest_state(p)
+    dt = s0.q.dtype
+    z, big = jnp.zeros((), dt), jnp.asarray(jnp.inf, dt)
+    acc0 = Acc(z, z, z, -jnp.ones((), dt), z, big, -big, big, -big, z, z, z, z, z,
+               jnp.ones((), bool))
+
+    def reduce(a: Acc, o: Step, i):
+        ss = i >= i_ss
+        mode = jnp.where(o.stuck, 1.0, 0.0).astype(dt)
+        changed = o.contact & (a.last_mode >= 0) & (mode != a.last_mode)
+        w = lambda v: jnp.where(ss, v, 0.0)
+        return Acc(a.n_contact + o.contact, a.n_slip + (o.contact & ~o.stuck),
+                   a.transitions + changed, jnp.where(o.contact, mode, a.last_mode),
+                   jnp.where(i == i_ss, o.o1[0], a.x_start),
+                   jnp.where(ss, jnp.minimum(a.y_min, o.o1[1]), a.y_min),
+                   jnp.where(ss, jnp.maximum(a.y_max, o.o1[1]), a.y_max),
+                   jnp.where(ss, jnp.minimum(a.th_min, o.q[2]), a.th_min),
+                   jnp.where(ss, jnp.maximum(a.th_max, o.q[2]), a.th_max),
+                   a.n_flight + w(~o.contact),
+                   jnp.maximum(a.peak_fn, w(jnp.sum(o.fn))),
+                   jnp.maximum(a.peak_hinge, w(o.hinge)),
+                   jnp.maximum(a.peak_torque, w(jnp.abs(o.motor_torque))),
+                   a.sum_torque + w(o.motor_torque),
+                   a.finite & jnp.all(jnp.isfinite(o.q)))
+
+    def inner(c, i):
+        s, a = c
+        s, o = step(p, s, i)
+        return (s, reduce(a, o, i)), o
+
+    def block(c, j):
+        c, _ = jax.lax.scan(lambda c, i: (inner(c, i)[0], None), c, j * k + jnp.arange(k - 1))
+        c, o = inner(c, j * k + k - 1)
+        return c, _channels(cfg, o)
+
+    (s, a), hist = jax.lax.scan(block, (s0, acc0), jnp.arange(cfg.n_saves))
+    o1 = s.q[:2] - _rot(s.q[2], jnp.stack([p.Cx, p.Cy]))
+    return Result(hist, s, o1, a)
+
+
+def summary(cfg: Config, p: Params, res: Result) -> dict:
+    """Metrics of (batched or single) results as numpy-able arrays, SI units in the names."""
+    a = res.acc
+    n_ss = cfg.n_steps - cfg.steady_start_step
+    t_ss = n_ss * cfg.dt
+    speed = (res.final_o1[..., 0] - a.x_start) / ((n_ss - 1) * cfg.dt)
+    return {
+        "mean_advance_speed_m_per_min": 60.0 * speed,
+        "slip_time_fraction": jnp.where(a.n_contact > 0, a.n_slip / jnp.maximum(a.n_contact, 1), 0.0),
+        "stick_slip_transitions": a.transitions,
+        "flight_time_fraction": a.n_flight / n_ss,
+        "hop_amplitude_m": 0.5 * (a.y_max - a.y_min),
+        "pitch_amplitude_rad": 0.5 * (a.th_max - a.th_min),
+        "peak_normal_force_N": a.peak_fn,
+        "peak_hinge_force_N": a.peak_hinge,
+        "peak_motor_torque_N_m": a.peak_torque,
+        "steady_window_s": jnp.full_like(speed, t_ss),
+        "finite": a.finite & jnp.isfinite(speed),
+    }
+
+
+def rigid_ground_stick_margin(p: Params, n=3600):
+    """Quasi-static stick test on rigid ground (the source's "trial method" for case 2).
+
+    With the box held (no slip, no lift, no pitch) the ground must supply the rotor's
+    inertial force: F_x = −m2 e ω² cos ψ, F_N = m g − m2 e ω² sin ψ (ψ = ω t + ψ0).  Returns
+    min over ψ of μ0 F_N − |F_x| [N]: positive means the box sticks throughout.
+    """
+    psi = jnp.linspace(0.0, 2 * jnp.pi, n, endpoint=False)
+    f = p.m2 * p.e * p.omega ** 2
+    fx = jnp.abs(f * jnp.cos(psi))
+    fn = (p.m1 + p.m2) * p.gravity - f * jnp.sin(psi)
+    return jnp.min(p.mu_static * fn - fx)
