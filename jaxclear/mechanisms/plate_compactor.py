@@ -113,6 +113,7 @@ class Params(NamedTuple):
     mu_kinetic: jnp.ndarray    # μ
     gravity: jnp.ndarray       # [m/s²]
     v_reg: jnp.ndarray         # regularised-law velocity [m/s] (friction = "regularised" only)
+    drop_height: jnp.ndarray   # start this high above the rest state [m] (0: on the ground)
 
 
 CASES = {
@@ -126,7 +127,7 @@ def source_params(case=1, **kw) -> Params:
     """Params of the source's case 1 or 2 (Wang & Wang 2015); keywords override fields."""
     base = dict(m1=92.0, J1=0.4423, m2=7.0, J2=0.00247, e=0.018, a=0.2, b=0.128, Cx=-0.033,
                 Cy=0.032, Ax=0.03, Ay=0.124, omega=420.0, psi0=0.0, K=3.1e6, c=23e3,
-                mu_static=0.6, mu_kinetic=0.45, gravity=9.81, v_reg=1e-3)
+                mu_static=0.6, mu_kinetic=0.45, gravity=9.81, v_reg=1e-3, drop_height=0.0)
     base.update(CASES[case])
     unknown = set(kw) - set(base)
     if unknown:
@@ -153,43 +154,55 @@ def _corners_body(p):
     return jnp.stack([jnp.stack([p.a - p.Cx, -p.b - p.Cy]), jnp.stack([-p.a - p.Cx, -p.b - p.Cy])])
 
 
-def _rest_state(p: Params, n_plus, n_minus) -> State:
-    """Box at rest with corner loads N± (δ± = (N±/K)^(2/3), pitch from δ− − δ+), O1 at x = 0."""
+def _pitch(p: Params, n_plus, n_minus):
+    """Pitch θ1 of a box resting with corner loads N± (δ± = (N±/K)^(2/3), sin θ = (δ−−δ+)/2a)."""
     d_plus, d_minus = (n_plus / p.K) ** (2 / 3), (n_minus / p.K) ** (2 / 3)
-    th = jnp.arcsin((d_minus - d_plus) / (2 * p.a))
-    rc = _rot(th, _corners_body(p))
-    y1 = -d_plus - rc[0, 1]
-    x1 = -_rot(th, jnp.stack([-p.Cx, -p.Cy]))[0]
-    return State(jnp.stack([x1, y1, th]), jnp.zeros(3, dtype=jnp.result_type(p.m1)))
+    return jnp.arcsin((d_minus - d_plus) / (2 * p.a)), d_plus
 
 
 def static_rest_state(p: Params) -> State:
-    """The start state (θ ≈ 0 in the balances): box at rest, held by friction, in equilibrium
-    with the weights and the centripetal force m2 e ω² of the rotor at ψ0 — the state the
-    quasi-static stuck motion passes through, so a box that can stay stuck starts stuck
-    without a step load.  Ground loads from Σ F = m2 a2, Σ M_C1 = d × m2 a2 (a2 = −ω² e u):
+    """The start state: box at rest, held by friction, in equilibrium with the weights and the
+    centripetal force m2 e ω² of the rotor at ψ0 — the state the quasi-static stuck motion
+    passes through, so a box that can stay stuck starts stuck without a step load.  With
+    r± = R(θ)(P± − C), d = R(θ)(A − C) + e u, a2 = −ω² e u and friction at the centre of pressure,
 
-        F_t = m2 a2x,   N+ + N− = m g + m2 a2y,
-        N+ (a − C_x) − N− (a + C_x) = m2 (d × a2) + m2 g d_x − (b + C_y) F_t.
+        F_t = m2 a2x,   N+ + N− = n = m g + m2 a2y,
+        Σ± N± (r±x − F_t r±y / n) = m2 (d × a2) + m2 g d_x,
 
-    Where friction could not hold that (|F_t| > μ0 N) or a corner would lift (case 1,
-    ω = 420 rad/s), the box starts from rest under the weights only (F_t = 0, a2 = 0).
+    solved for N± by fixed-point iteration on θ (four passes; θ ~ 1e-3 rad).  Where friction
+    could not hold that (|F_t| > μ0 n) or a corner would lift (case 1, ω = 420 rad/s), the box
+    starts from rest under the weights only (a2 = 0).  O1 is put at x = 0; ``drop_height``
+    lifts the whole box.
     """
     g, m = p.gravity, p.m1 + p.m2
-    u = jnp.stack([jnp.cos(p.psi0), jnp.sin(p.psi0)])
-    d = jnp.stack([p.Ax - p.Cx, p.Ay - p.Cy]) + p.e * u
+    body = _corners_body(p)
 
-    def loads(a2):
-        ft = p.m2 * a2[0]
-        n = m * g + p.m2 * a2[1]
-        mom = p.m2 * cross2(d, a2) + p.m2 * g * d[0] - (p.b + p.Cy) * ft
-        n_plus = (mom + n * (p.a + p.Cx)) / (2 * p.a)
+    def loads(th, spin):
+        u = jnp.stack([jnp.cos(th + p.psi0), jnp.sin(th + p.psi0)])
+        d = _rot(th, jnp.stack([p.Ax - p.Cx, p.Ay - p.Cy])) + p.e * u
+        a2 = -spin * p.omega ** 2 * p.e * u
+        ft, n = p.m2 * a2[0], m * g + p.m2 * a2[1]
+        r = _rot(th, body)
+        arm = r[:, 0] - ft * r[:, 1] / n
+        mom = p.m2 * cross2(d, a2) + p.m2 * g * d[0]
+        n_plus = (mom - n * arm[1]) / (arm[0] - arm[1])
         return ft, n, n_plus, n - n_plus
 
-    ft, n, n_plus, n_minus = loads(-p.omega ** 2 * p.e * u)
+    def solve(spin):
+        th = jnp.zeros((), dtype=jnp.result_type(p.m1))
+        for _ in range(4):
+            ft, n, n_plus, n_minus = loads(th, spin)
+            th, d_plus = _pitch(p, jnp.maximum(n_plus, 0.0), jnp.maximum(n_minus, 0.0))
+        return ft, n, n_plus, n_minus, th, d_plus
+
+    ft, n, n_plus, n_minus, th_s, dp_s = solve(1.0)
     ok = (jnp.abs(ft) <= p.mu_static * n) & (n_plus > 0) & (n_minus > 0)
-    _, _, w_plus, w_minus = loads(jnp.zeros(2, dtype=u.dtype))
-    return _rest_state(p, jnp.where(ok, n_plus, w_plus), jnp.where(ok, n_minus, w_minus))
+    _, _, _, _, th_w, dp_w = solve(0.0)
+    th, d_plus = jnp.where(ok, th_s, th_w), jnp.where(ok, dp_s, dp_w)
+    rc = _rot(th, body)
+    y1 = -d_plus - rc[0, 1]
+    x1 = -_rot(th, jnp.stack([-p.Cx, -p.Cy]))[0]
+    return State(jnp.stack([x1, y1 + p.drop_height, th]), jnp.zeros(3, dtype=jnp.result_type(p.m1)))
 
 
 class Forces(NamedTuple):
