@@ -111,7 +111,7 @@ def _metric_rows(table):
                         "impacts", "free_flight_fraction") if k in table]
     if "daf_slider_acceleration" not in table:  # another mechanism: its own amplification factors
         keys[3:3] = [k for k in table if k.startswith("daf_") and k not in keys]
-    for k in keys:
+    for k in keys or [k for k in table if k != "finite"]:  # other mechanisms: every column
         v = np.asarray(table[k], float)
         v = v[np.isfinite(v)]
         if v.size:

@@ -12,6 +12,10 @@ Schemes (all one ``accel`` call per step except RK4):
     second order for conservative forces; velocity-dependent forces see the half-step velocity.
   * ``"symplectic_euler"`` — v⁺ = v + h·a(q, v), q⁺ = q + h·v⁺ (first order).
   * ``"rk4"`` — classical Runge–Kutta on (q, v), four ``accel`` calls per step.
+  * ``"moreau_midpoint"`` — drift-kick-drift (Moreau 1988; Jean 1999): q½ = q + h/2·v;
+    v⁺ = v + h·a(q½, v);  q⁺ = q½ + h/2·v⁺.  Position Verlet for smooth forces; it is the scheme
+    in which the stick–slip mechanisms (impact_oscillator, plate_compactor) solve their
+    set-valued friction on the impulse h·F over the step (their own step functions).
 
 Saving: a nested scan (outer over saves, inner over ``save_every`` steps) so the stored history
 is O(steps/save_every); ``reduce(acc, out, i)`` folds *every* step into running metrics
@@ -30,8 +34,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-SCHEMES = ("leapfrog", "symplectic_euler", "rk4")
-_OMEGA_DT_MAX = {"leapfrog": 2.0, "symplectic_euler": 2.0, "rk4": 2.785}
+SCHEMES = ("leapfrog", "symplectic_euler", "rk4", "moreau_midpoint")
+_OMEGA_DT_MAX = {"leapfrog": 2.0, "symplectic_euler": 2.0, "rk4": 2.785, "moreau_midpoint": 2.0}
 
 
 class State(NamedTuple):
@@ -58,7 +62,8 @@ def _time(i, h, like):
 def make_step(scheme: str, accel: Callable, drift: Callable, dt: float):
     """Return ``step(params, state, i) -> (state, out)`` advancing from t_i = i·dt to t_{i+1}.
 
-    ``out`` is the model output at t_{i+1} for leapfrog / symplectic Euler and at t_i for RK4.
+    ``out`` is the model output at t_{i+1} for leapfrog / symplectic Euler, at t_i for RK4 and
+    at t_i + h/2 for the Moreau midpoint scheme.
     """
     h = dt
 
@@ -73,6 +78,12 @@ def make_step(scheme: str, accel: Callable, drift: Callable, dt: float):
             a0, aux1, out = accel(params, s.q, s.v, s.aux, _time(i, h, s.q))
             v1 = s.v + h * a0
             return State(drift(s.q, v1, h), v1, a0, aux1), out
+    elif scheme == "moreau_midpoint":
+        def step(params, s: State, i):
+            qh = drift(s.q, s.v, 0.5 * h)
+            a0, aux1, out = accel(params, qh, s.v, s.aux, _time(i, h, s.q) + 0.5 * h)
+            v1 = s.v + h * a0
+            return State(drift(qh, v1, 0.5 * h), v1, a0, aux1), out
     elif scheme == "rk4":
         def step(params, s: State, i):
             t = _time(i, h, s.q)

@@ -45,7 +45,7 @@ def test_stick_slip_law_solves_coulomb_exactly():
 # ------------------------------------------------------------------------------------------
 # sticking threshold F_applied < μ0 F_N
 # ------------------------------------------------------------------------------------------
-CFG_SHORT = io.Config(steps_per_period=400, n_transient=0, n_record=6, save_every=4)
+CFG_SHORT = io.Config.periods(steps_per_period=400, n_transient=0, n_record=6, save_every=4)
 
 
 @pytest.mark.parametrize("friction", ["stick_slip", "regularised"])
@@ -107,7 +107,7 @@ def test_coulomb_free_decay_matches_closed_form_and_converges():
     mu0, mu = 0.25, 0.18
     errs = []
     for n in (400, 800, 1600):
-        cfg = io.Config(steps_per_period=n, n_transient=0, n_record=4, save_every=n // 200)
+        cfg = io.Config.periods(steps_per_period=n, n_transient=0, n_record=4, save_every=n // 200)
         r = run(cfg, force_amplitude=0.0, damping=0.0, x0=x0, gap_left=1.0, gap_right=1.0,
                 mu_static=mu0, mu_kinetic=mu, forcing_frequency=2 * np.pi)  # T = 1 s
         t = (np.arange(cfg.n_saves) + 1) * (cfg.save_every / n)
@@ -131,7 +131,7 @@ def _energy(p, x, v):
 def test_conservative_impacts_conserve_energy_second_order():
     drifts = []
     for n in (1000, 4000):
-        cfg = io.Config(steps_per_period=n, n_transient=0, n_record=3, save_every=n // 100,
+        cfg = io.Config.periods(steps_per_period=n, n_transient=0, n_record=3, save_every=n // 100,
                         normal_law="hertz", friction="none")
         kw = dict(force_amplitude=0.0, damping=0.0, v0=0.4, mu_static=0.0, mu_kinetic=0.0)
         r = run(cfg, **kw)
@@ -148,7 +148,7 @@ def test_conservative_impacts_conserve_energy_second_order():
 def test_energy_balance_with_forcing_friction_damping_and_impacts():
     res = []
     for n in (1000, 2000):
-        cfg = io.Config(steps_per_period=n, n_transient=0, n_record=20, save_every=n)
+        cfg = io.Config.periods(steps_per_period=n, n_transient=0, n_record=20, save_every=n)
         kw = dict(forcing_frequency=40.0)
         r = run(cfg, **kw)
         p = io.reference_params(**kw)
@@ -169,7 +169,7 @@ def test_energy_balance_with_forcing_friction_damping_and_impacts():
 def test_poincare_point_converges_with_dt():
     pts = []
     for n in (1000, 2000, 4000):
-        cfg = io.Config(steps_per_period=n, n_transient=40, n_record=2, save_every=n)
+        cfg = io.Config.periods(steps_per_period=n, n_transient=40, n_record=2, save_every=n)
         r = run(cfg, forcing_frequency=75.0)  # period-1 impacting orbit
         pts.append(np.array([float(r.poincare_x[-1]), float(r.poincare_v[-1])]))
         assert abs(float(r.poincare_x[-1] - r.poincare_x[-2])) < 1e-7  # period 1
@@ -178,7 +178,7 @@ def test_poincare_point_converges_with_dt():
 
 
 def test_forced_motion_has_stick_phases_and_impacts():
-    cfg = io.Config(steps_per_period=1000, n_transient=20, n_record=5, save_every=5)
+    cfg = io.Config.periods(steps_per_period=1000, n_transient=20, n_record=5, save_every=5)
     r = run(cfg, forcing_frequency=20.0)
     stuck = np.asarray(r.history["stuck"])
     v = np.asarray(r.history["velocity_m_per_s"])
@@ -191,7 +191,7 @@ def test_forced_motion_has_stick_phases_and_impacts():
 
 
 def test_vmap_over_frequencies_equals_single_runs_and_float32():
-    cfg = io.Config(steps_per_period=500, n_transient=5, n_record=3, save_every=500).validate()
+    cfg = io.Config.periods(steps_per_period=500, n_transient=5, n_record=3, save_every=500).validate()
     om = jnp.array([20.0, 45.0, 70.0])
     p = io.reference_params()._replace(forcing_frequency=om)
     axes = io.Params(*[0 if f == "forcing_frequency" else None for f in io.Params._fields])
@@ -202,3 +202,37 @@ def test_vmap_over_frequencies_equals_single_runs_and_float32():
     p32 = jax.tree_util.tree_map(lambda a: a.astype(jnp.float32), io.reference_params())
     r32 = jax.jit(io.simulate, static_argnums=0)(cfg, p32)
     assert r32.poincare_x.dtype == jnp.float32 and np.all(np.isfinite(r32.poincare_x))
+
+
+# ------------------------------------------------------------------------------------------
+# through the sweep layer (registry)
+# ------------------------------------------------------------------------------------------
+def _spec(**axes):
+    return {"sweep": {"name": "osc"}, "model": {"mechanism": "impact_oscillator"},
+            "integrator": {"steps_per_period": 1000, "transient_periods": 40, "record_periods": 6,
+                           "save_every": 1000, "chunk_size": 2}, "axes": axes}
+
+
+def test_spec_sweep_runs_and_poincare_columns(tmp_path):
+    from jaxclear import sweep
+    table, summary, hists = sweep.run(_spec(**{"model.forcing_frequency_rad_per_s": {"values": [20.0, 75.0, 45.0]}}),
+                                      out=tmp_path / "o", log=None, compile_cache=False)
+    assert summary["mechanism"] == "impact_oscillator" and summary["variants"] == 3
+    assert hists["displacement_m"].shape == (3, 6)
+    assert table["poincare_period"][1] == 1  # Ω = 75 rad/s: period-1 impacting orbit
+    one = run(io.Config.periods(steps_per_period=1000, n_transient=40, n_record=6), forcing_frequency=20.0)
+    np.testing.assert_allclose(hists["displacement_m"][0], one.poincare_x, rtol=1e-12)
+    assert table["stick_time_fraction"][0] > 0 and np.all(table["finite"])
+    assert "plots/bifurcation_forcing_frequency_rad_per_s.png" in summary.get("plots", [])
+
+
+def test_spec_bad_inputs_name_the_field():
+    from jaxclear import spec as specmod, sweep
+    with pytest.raises(specmod.SpecError, match="friction.kinetic_coefficient"):
+        specmod.load({**_spec(), "friction": {"static_coefficient": 0.1, "kinetic_coefficient": 0.2}})
+    with pytest.raises(specmod.SpecError, match="contact.law"):
+        specmod.load({**_spec(), "contact": {"law": "hertzz"}})
+    with pytest.raises(specmod.SpecError, match="save_every"):
+        specmod.load({**_spec(), "integrator": {"steps_per_period": 1000, "record_periods": 3, "save_every": 7}})
+    with pytest.raises(specmod.SpecError, match=r"steps_per_period = 1000 .*variant 0"):
+        sweep.plan(specmod.load(_spec(**{"model.forcing_frequency_rad_per_s": {"values": [2.0, 40.0]}})))

@@ -93,6 +93,8 @@ import importlib
 REGISTRY = {
     "slider_crank": "jaxclear.mechanisms.slider_crank",
     "four_bar": "jaxclear.mechanisms.four_bar",
+    "impact_oscillator": "jaxclear.mechanisms.impact_oscillator",
+    "plate_compactor": "jaxclear.mechanisms.plate_compactor",
 }
 
 

@@ -52,17 +52,18 @@ DEFAULT_OUTPUTS = ("displacement_m", "velocity_m_per_s", "contact_force_N", "fri
 class Config:
     """Static configuration (one compiled function per value).
 
-    steps_per_period N (h = T/N), n_transient periods discarded, n_record periods recorded
-    (Poincaré points and histories), histories every ``save_every`` steps (must divide N);
+    steps_per_period N (h = T/N of each variant), n_transient periods discarded, then
+    n_saves × save_every recorded steps with a history sample every ``save_every`` steps
+    (save_every = N: the Poincaré section, one point per period at t = n·T);
     normal_law: a name of laws.NORMAL_LAWS; friction: laws.STICK_SLIP_MODELS.
-    ``dt`` is the nominal step [s] at the reference frequency (the actual one is T/N per
-    variant).
+    ``dt`` is the step [s] of the highest-frequency variant (nominal: for the store's time
+    axis and estimates; each variant steps with its own T/N).
     """
 
     steps_per_period: int = 1000
     n_transient: int = 100
-    n_record: int = 50
-    save_every: int = 10
+    n_saves: int = 50
+    save_every: int = 1000
     normal_law: str = "hunt_crossley"
     friction: str = "stick_slip"
     outputs: tuple = DEFAULT_OUTPUTS
@@ -70,25 +71,36 @@ class Config:
     dt: float = 0.0
 
     @property
-    def n_saves(self) -> int:
-        return self.n_record * (self.steps_per_period // self.save_every)
+    def n_record_steps(self) -> int:
+        return self.n_saves * self.save_every
+
+    @property
+    def n_record(self) -> int:
+        """Whole forcing periods recorded."""
+        return self.n_record_steps // self.steps_per_period
 
     @property
     def n_steps(self) -> int:
-        return (self.n_transient + self.n_record) * self.steps_per_period
+        return self.n_transient * self.steps_per_period + self.n_record_steps
 
     def validate(self):
         if self.normal_law not in laws.NORMAL_LAWS:
             raise ValueError(f"contact.law = {self.normal_law!r}; allowed: {', '.join(laws.NORMAL_LAWS)}")
         if self.friction not in laws.STICK_SLIP_MODELS:
             raise ValueError(f"friction.model = {self.friction!r}; allowed: {', '.join(laws.STICK_SLIP_MODELS)}")
-        if self.steps_per_period % self.save_every:
-            raise ValueError(f"outputs.save_every = {self.save_every} must divide "
-                             f"integrator.steps_per_period = {self.steps_per_period}")
         bad = [o for o in self.outputs if o not in OUTPUT_CHANNELS]
         if bad:
             raise ValueError(f"outputs.histories contains {bad}; allowed: {', '.join(OUTPUT_CHANNELS)}")
         return self
+
+    @staticmethod
+    def periods(steps_per_period=1000, n_transient=100, n_record=50, save_every=None, **kw):
+        """Config recording ``n_record`` whole periods (save_every defaults to N: Poincaré)."""
+        se = steps_per_period if save_every is None else save_every
+        if (n_record * steps_per_period) % se:
+            raise ValueError(f"save_every = {se} must divide the {n_record * steps_per_period} recorded steps")
+        return Config(steps_per_period=steps_per_period, n_transient=n_transient,
+                      n_saves=n_record * steps_per_period // se, save_every=se, **kw)
 
 
 class Params(NamedTuple):
@@ -162,9 +174,10 @@ class Step(NamedTuple):
 
 
 class Result(NamedTuple):
-    """history: {channel: (n_saves,)} over the recorded periods; poincare_x/v: (n_record,)
-    state at t = (n_transient + r + 1)·T; final state; per-run reductions over the recorded
-    periods (stuck_fraction, impacts per period, peaks) and works over the whole run [J]."""
+    """history: {channel: (n_saves,)} over the recorded steps; poincare_x/v: (n_record,) state
+    at the recorded period ends t = (n_transient + r + 1)·T; final state; reductions over the
+    recorded steps (stuck_fraction, impacts per period, peaks, stick–slip transitions) and the
+    works of each force over the whole run [J]."""
 
     history: dict
     poincare_x: jnp.ndarray
@@ -179,6 +192,7 @@ class Result(NamedTuple):
     work_damping: jnp.ndarray
     work_friction: jnp.ndarray
     work_contact: jnp.ndarray
+    finite: jnp.ndarray
 
 
 def initial_state(p: Params) -> State:
@@ -240,7 +254,7 @@ def _channels(cfg: Config, o: Step):
 
 
 def simulate(cfg: Config, p: Params) -> Result:
-    """Run n_transient + n_record forcing periods of one variant (pure; vmap over ``p``)."""
+    """n_transient periods, then n_saves × save_every recorded steps (pure; vmap over ``p``)."""
     N, k = cfg.steps_per_period, cfg.save_every
     step = make_step(cfg)
     dtype = jnp.result_type(p.x0)
@@ -265,27 +279,244 @@ def simulate(cfg: Config, p: Params) -> Result:
     # acc: works, n stuck steps, n impacts, peak |F_c|, peak |x|, transitions, last stuck
     acc0 = (carry[1], zero, zero, zero, zero, zero, -jnp.ones((), dtype))  # last: -1 = none yet
 
-    def inner(c, j):
+    def inner(c, i):
         s, a = c
-        s, o = step(p, s, j)
+        s, o = step(p, s, jnp.remainder(i, N))
         a = (add_works(a[0], o), a[1] + o.stuck, a[2] + o.impact,
              jnp.maximum(a[3], jnp.abs(o.contact_force)), jnp.maximum(a[4], jnp.abs(o.x)),
              a[5] + ((a[6] >= 0) & (o.stuck != (a[6] > 0))), o.stuck.astype(dtype))
         return (s, a), o
 
     def block(c, jj):
-        c, _ = jax.lax.scan(lambda c, j: (inner(c, j)[0], None), c, jj * k + jnp.arange(k - 1))
+        c, _ = jax.lax.scan(lambda c, i: (inner(c, i)[0], None), c, jj * k + jnp.arange(k - 1))
         c, o = inner(c, jj * k + k - 1)
-        return c, _channels(cfg, o)
+        return c, (_channels(cfg, o), o.x, o.v)
 
-    def record_period(c, _):
-        c, hist = jax.lax.scan(block, c, jnp.arange(N // k))
-        return c, (hist, c[0].x, c[0].v)
-
-    (s, acc), (hist, px, pv) = jax.lax.scan(record_period, (carry[0], acc0),
-                                           jnp.arange(cfg.n_record))
-    hist = {ch: h.reshape(-1) for ch, h in hist.items()}
-    n_rec = cfg.n_record * N
+    (s, acc), (hist, xs, vs) = jax.lax.scan(block, (carry[0], acc0), jnp.arange(cfg.n_saves))
+    # Poincaré points: the saves that fall on period ends (every N/k-th when k divides N)
+    if N % k == 0:
+        sel = slice(N // k - 1, None, N // k)
+        px, pv = xs[sel], vs[sel]
+    else:
+        px, pv = xs[:0], vs[:0]
+    n_rec = cfg.n_record_steps
     w = acc[0]
-    return Result(hist, px, pv, s, acc[1] / n_rec, acc[2] / cfg.n_record, acc[3], acc[4], acc[5],
-                  *w)
+    fin = jnp.isfinite(s.x) & jnp.isfinite(s.v)
+    return Result(hist, px, pv, s, acc[1] / n_rec, acc[2] * N / n_rec, acc[3], acc[4], acc[5],
+                  *w, fin)
+
+
+# ------------------------------------------------------------------------------------------
+# Sweep protocol (jaxclear.mechanisms): `jaxclear run sweeps/impact_oscillator_*.toml`
+# ------------------------------------------------------------------------------------------
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from ..spec import SpecError, check_choice  # noqa: E402
+
+_COMMON_INTEGRATOR = {"dt_s": 1e-4, "t_end_s": 0.0, "revolutions": 1.0, "precision": "float64",
+                      "chunk_size": 0, "steady_revolutions": 1.0, "continuous_contact_s": 1e-3}
+
+SPEC_TABLES = {
+    "model": {"mechanism": "impact_oscillator", "mass_kg": 1.0, "stiffness_N_per_m": 1000.0,
+              "damping_N_s_per_m": 2 * 0.02 * math.sqrt(1000.0), "force_amplitude_N": 20.0,
+              "forcing_frequency_rad_per_s": 30.0, "gap_m": 5e-3, "gap_offset_m": 0.0,
+              "initial_position_m": 0.0, "initial_velocity_m_per_s": 0.0},
+    "contact": {"law": "hunt_crossley", "stiffness_N_per_m_n": 1e8, "exponent": 1.5,
+                "restitution": 0.7},
+    "friction": {"model": "stick_slip", "static_coefficient": 0.25, "kinetic_coefficient": 0.18,
+                 "normal_load_N": 9.81, "regularisation_velocity_m_per_s": 1e-3},
+    "integrator": {"scheme": "moreau_midpoint", "steps_per_period": 2000, "transient_periods": 200,
+                   "record_periods": 60, "save_every": 2000, **_COMMON_INTEGRATOR},
+    "outputs": {"histories": ["displacement_m", "velocity_m_per_s"], "plot_variants": 4,
+                "plots": True},
+}
+SWEEPABLE = ("model", "contact", "friction")
+_POS = (0.0, math.inf, False)
+_NONNEG = (0.0, math.inf, True)
+RANGES = {
+    "model.mass_kg": _POS, "model.stiffness_N_per_m": _NONNEG, "model.damping_N_s_per_m": _NONNEG,
+    "model.force_amplitude_N": (-math.inf, math.inf, True),
+    "model.forcing_frequency_rad_per_s": (0.0, 1e6, False), "model.gap_m": (0.0, 1.0, False),
+    "model.gap_offset_m": (-1.0, 1.0, True), "model.initial_position_m": (-1.0, 1.0, True),
+    "model.initial_velocity_m_per_s": (-1e3, 1e3, True),
+    "contact.stiffness_N_per_m_n": _POS, "contact.exponent": (1.0, 3.0, True),
+    "contact.restitution": (0.0, 1.0, False),
+    "friction.static_coefficient": (0.0, 10.0, True), "friction.kinetic_coefficient": (0.0, 10.0, True),
+    "friction.normal_load_N": _NONNEG, "friction.regularisation_velocity_m_per_s": (0.0, 1.0, False),
+}
+INT_RANGES = {"integrator.steps_per_period": (16, 10**7), "integrator.transient_periods": (0, 10**6),
+              "integrator.record_periods": (1, 10**6)}
+
+
+def validate_spec(spec):
+    check_choice("contact.law", spec["contact"]["law"], laws.NORMAL_LAWS)
+    check_choice("friction.model", spec["friction"]["model"], laws.STICK_SLIP_MODELS)
+    check_choice("integrator.scheme", spec["integrator"]["scheme"], SCHEMES)
+    it = spec["integrator"]
+    rec = it["record_periods"] * it["steps_per_period"]
+    if rec % it["save_every"]:
+        raise SpecError(f"integrator.save_every = {it['save_every']} must divide the recorded steps "
+                        f"record_periods × steps_per_period = {rec} (save_every = steps_per_period "
+                        "gives the Poincaré section)")
+
+
+def check_values(cols):
+    a = lambda k: np.asarray(cols[k], float)
+    if np.any(a("friction.kinetic_coefficient") > a("friction.static_coefficient")):
+        raise SpecError(f"friction.kinetic_coefficient = {float(np.max(a('friction.kinetic_coefficient')))!r} "
+                        f"must not exceed friction.static_coefficient = {float(np.min(a('friction.static_coefficient')))!r}")
+    gap, off, x0 = a("model.gap_m"), a("model.gap_offset_m"), a("model.initial_position_m")
+    if np.any(np.abs(off) >= gap):
+        raise SpecError(f"model.gap_offset_m = {float(np.max(np.abs(off)))!r} must be smaller than "
+                        f"model.gap_m = {float(np.min(gap))!r} in magnitude (x = 0 between the stops)")
+    if np.any(x0 >= gap + off) or np.any(x0 <= off - gap):
+        raise SpecError(f"model.initial_position_m = {float(np.max(np.abs(x0)))!r} must lie between the "
+                        "stops at gap_offset_m ± gap_m")
+
+
+def t_end(spec, cols):
+    """Transient + recorded periods of the highest-frequency variant [s]."""
+    it = spec["integrator"]
+    om = float(np.max(np.asarray(cols["model.forcing_frequency_rad_per_s"], float)))
+    return (it["transient_periods"] + it["record_periods"]) * 2 * math.pi / om
+
+
+def make_config(spec, t_end) -> Config:
+    it = spec["integrator"]
+    N = it["steps_per_period"]
+    n_per = it["transient_periods"] + it["record_periods"]
+    return Config(steps_per_period=N, n_transient=it["transient_periods"],
+                  n_saves=it["record_periods"] * N // it["save_every"], save_every=it["save_every"],
+                  normal_law=spec["contact"]["law"], friction=spec["friction"]["model"],
+                  outputs=tuple(spec["outputs"]["histories"]), scheme=it["scheme"],
+                  dt=t_end / (n_per * N)).validate()
+
+
+def params(spec, cfg: Config, flat, dtype, t_end) -> Params:
+    f = lambda k: jnp.asarray(flat[k], dtype)
+    gap, off = f("model.gap_m"), f("model.gap_offset_m")
+    return Params(mass=f("model.mass_kg"), stiffness=f("model.stiffness_N_per_m"),
+                  damping=f("model.damping_N_s_per_m"), force_amplitude=f("model.force_amplitude_N"),
+                  forcing_frequency=f("model.forcing_frequency_rad_per_s"), gap_right=gap + off,
+                  gap_left=gap - off, contact_stiffness=f("contact.stiffness_N_per_m_n"),
+                  contact_exponent=f("contact.exponent"), restitution=f("contact.restitution"),
+                  mu_static=f("friction.static_coefficient"), mu_kinetic=f("friction.kinetic_coefficient"),
+                  normal_load=f("friction.normal_load_N"),
+                  v_reg=f("friction.regularisation_velocity_m_per_s"), x0=f("model.initial_position_m"),
+                  v0=f("model.initial_velocity_m_per_s"))
+
+
+def stability_h(p: Params):
+    """Conservative stable step [s]: ω·h < 1 for the spring and for the stop linearised at a
+    force F_ref = 100 (|F0| + μ0 N + k g) (k_lin = n K^(1/n) F_ref^((n−1)/n))."""
+    n, K = p.contact_exponent, p.contact_stiffness
+    f_ref = 100.0 * (jnp.abs(p.force_amplitude) + p.mu_static * p.normal_load
+                     + p.stiffness * jnp.maximum(p.gap_right, p.gap_left))
+    k_lin = n * K ** (1.0 / n) * f_ref ** ((n - 1.0) / n) + p.stiffness
+    return 1.0 / jnp.sqrt(k_lin / p.mass)
+
+
+def check_params(spec, cfg: Config, p: Params, name):
+    h = np.asarray(2 * np.pi / np.asarray(p.forcing_frequency) / cfg.steps_per_period)
+    bound = np.asarray(stability_h(p))
+    bad = h > bound
+    if np.any(bad):
+        i = int(np.argmax(h / bound))
+        raise SpecError(f"integrator.steps_per_period = {cfg.steps_per_period} gives h = T/N = {h[i]:.3g} s, "
+                        f"above the stable step {bound[i]:.3g} s of the stops ({name(i)}); raise "
+                        f"steps_per_period to at least {int(math.ceil(cfg.steps_per_period * h[i] / bound[i]))}")
+
+
+def joint_names(cfg: Config):
+    return ()
+
+
+def describe(spec, cfg: Config):
+    return {"steps_per_period": cfg.steps_per_period, "transient_periods": cfg.n_transient,
+            "record_periods": cfg.n_record, "contact_law": cfg.normal_law, "friction": cfg.friction,
+            "time_axis": "t_s is the time after the transient of the highest-frequency variant; "
+                         "each variant samples t = (transient + (k+1)·save_every/N)·T"}
+
+
+def poincare_period(px, max_period=8, rtol=1e-6):
+    """Smallest p ≤ max_period with x_{k+p} = x_k (to rtol of the spread scale) over the
+    recorded Poincaré points (rows = variants); 0 when none (quasi-periodic or chaotic)."""
+    px = np.atleast_2d(np.asarray(px, float))
+    scale = np.maximum(np.max(np.abs(px), axis=1), 1e-12)
+    out = np.zeros(px.shape[0], int)
+    n = px.shape[1]
+    for p_ in range(max_period, 0, -1):
+        if n < 2 * p_ + 1:
+            continue
+        ok = np.max(np.abs(px[:, p_:] - px[:, :-p_]), axis=1) <= rtol * scale
+        out = np.where(ok, p_, out)
+    return out
+
+
+def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
+    r = slice(0, n_real)
+    a = lambda x: np.asarray(x)[r]
+    px = np.asarray(res.poincare_x)[r]
+    return {
+        "poincare_period": poincare_period(px) if px.shape[-1] else np.zeros(n_real, int),
+        "poincare_mean_displacement_m": px.mean(axis=-1) if px.shape[-1] else np.full(n_real, np.nan),
+        "stick_time_fraction": a(res.stuck_fraction),
+        "stick_slip_transitions": a(res.stick_slip_transitions).astype(int),
+        "impacts_per_period": a(res.impacts_per_period),
+        "peak_contact_force_N": a(res.peak_contact_force),
+        "peak_displacement_m": a(res.peak_displacement),
+        "friction_work_J": a(res.work_friction),
+        "finite": a(res.finite) & np.isfinite(a(res.peak_displacement)),
+    }
+
+
+def plots(outdir, spec, table, summary, hists, t):
+    """Bifurcation diagrams (Poincaré displacement against each swept axis) and the Poincaré
+    section (x, ẋ at t = nT) of the least periodic variant."""
+    from pathlib import Path
+
+    from .. import plots as _p  # noqa: F401  (Agg backend)
+    import matplotlib.pyplot as plt
+
+    if "displacement_m" not in hists:
+        return []
+    N, se = spec["integrator"]["steps_per_period"], spec["integrator"]["save_every"]
+    if N % se:
+        return []
+    stride = N // se
+    x = np.asarray(hists["displacement_m"])[:, stride - 1::stride]
+    v = np.asarray(hists["velocity_m_per_s"])[:, stride - 1::stride] if "velocity_m_per_s" in hists else None
+    pdir = Path(outdir) / "plots"
+    pdir.mkdir(exist_ok=True)
+    written = []
+    for col in summary.get("axes", []):
+        if col not in table:
+            continue
+        fig, ax = plt.subplots(figsize=(9, 4.5))
+        ax.plot(np.repeat(np.asarray(table[col], float), x.shape[1]), 1e3 * x.ravel(), ",k", alpha=0.6)
+        ax.set_xlabel(col.replace("_", " "))
+        ax.set_ylabel("x(nT) [mm]")
+        ax.set_title(f"{summary['name']}: bifurcation diagram ({len(table[col])} variants × "
+                     f"{x.shape[1]} periods)")
+        fig.tight_layout()
+        name = f"plots/bifurcation_{col}.png"
+        fig.savefig(Path(outdir) / name, dpi=130)
+        plt.close(fig)
+        written.append(name)
+    if v is not None:
+        per = np.asarray(table["poincare_period"])
+        spread = np.ptp(x, axis=1)
+        i = int(np.argmax(np.where(per == 0, spread, -1.0))) if np.any(per == 0) else int(np.argmax(spread))
+        fig, ax = plt.subplots(figsize=(5.5, 5))
+        ax.plot(1e3 * x[i], v[i], ".k", ms=2)
+        lab = ", ".join(f"{c} = {float(table[c][i]):.4g}" for c in summary.get("axes", []) if c in table)
+        ax.set_xlabel("x(nT) [mm]")
+        ax.set_ylabel("ẋ(nT) [m/s]")
+        ax.set_title(f"Poincaré section ({lab or 'variant 0'})", fontsize=9)
+        fig.tight_layout()
+        fig.savefig(pdir / "poincare_section.png", dpi=130)
+        plt.close(fig)
+        written.append("plots/poincare_section.png")
+    return written
