@@ -155,3 +155,35 @@ def test_regularised_friction_creeps_where_stick_slip_holds():
                                                   pc.source_params(2, e=0.10))
         out[fr] = np.max(np.abs(np.asarray(r.history["slip_velocity_m_per_s"])))
     assert out["stick_slip"] < 1e-12 and out["regularised"] > 1e-5
+
+
+# ------------------------------------------------------------------------------------------
+# through the sweep layer (registry): the column names, both senses, bad input
+# ------------------------------------------------------------------------------------------
+def test_hard_ground_spec_columns_and_source_result(tmp_path):
+    from jaxclear import spec as specmod, sweep
+    sp = specmod.load("sweeps/plate_compactor_hard_ground.toml",
+                      overrides=["integrator.t_end_s=0.6", "integrator.steady_start_s=0.3"])
+    table, summary, hists = sweep.run(sp, out=tmp_path / "pc", log=None, compile_cache=False)
+    for col in ("rotor_speed_rad_per_s", "eccentricity_m", "mean_advance_speed_m_per_min",
+                "slip_time_fraction", "stick_slip_transitions", "finite"):
+        assert col in table
+    stuck = table["eccentricity_m"] == 0.10
+    assert set(table["rotor_speed_rad_per_s"]) == {25.0, -25.0}
+    assert np.all(table["slip_time_fraction"][stuck] == 0.0) and np.all(table["stick_slip_transitions"][stuck] == 0)
+    assert np.all(table["slip_time_fraction"][~stuck] > 0.05) and np.all(table["stick_slip_transitions"][~stuck] >= 4)
+    assert np.all(np.abs(table["mean_advance_speed_m_per_min"][stuck]) < 1e-4)
+    assert summary["mechanism"] == "plate_compactor" and hists["box_x_m"].shape[0] == 4
+
+
+def test_spec_bad_inputs_name_the_field():
+    from jaxclear import spec as specmod, sweep
+    base = {"sweep": {"name": "pc"}, "model": {"mechanism": "plate_compactor"}}
+    with pytest.raises(specmod.SpecError, match="ground.kinetic_friction"):
+        specmod.load({**base, "ground": {"static_friction": 0.3, "kinetic_friction": 0.5}})
+    with pytest.raises(specmod.SpecError, match="ground.friction_model"):
+        specmod.load({**base, "ground": {"friction_model": "lcp"}})
+    with pytest.raises(specmod.SpecError, match="steady_start_s"):
+        specmod.load({**base, "integrator": {"t_end_s": 1.0, "steady_start_s": 1.5}})
+    with pytest.raises(specmod.SpecError, match=r"dt_s = 0.009 exceeds .*variant"):
+        sweep.plan(specmod.load({**base, "integrator": {"dt_s": 9e-3}}))

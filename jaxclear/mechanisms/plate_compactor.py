@@ -361,7 +361,7 @@ def simulate(cfg: Config, p: Params) -> Result:
         w = lambda v: jnp.where(ss, v, 0.0)
         return Acc(a.n_contact + o.contact, a.n_slip + (o.contact & ~o.stuck),
                    a.transitions + changed, jnp.where(o.contact, mode, a.last_mode),
-                   jnp.where(i == i_ss, o.o1[0], a.x_start),
+                   jnp.where(i == i_ss, _bottom_x(p, o.o1, o.q[2]), a.x_start),
                    jnp.where(ss, jnp.minimum(a.y_min, o.o1[1]), a.y_min),
                    jnp.where(ss, jnp.maximum(a.y_max, o.o1[1]), a.y_max),
                    jnp.where(ss, jnp.minimum(a.th_min, o.q[2]), a.th_min),
@@ -388,14 +388,20 @@ def simulate(cfg: Config, p: Params) -> Result:
     return Result(hist, s, o1, a)
 
 
+def _bottom_x(p: Params, o1, th):
+    """x of the bottom-face centre O1 + R(θ)(0, −b): the point whose mean speed is the advance
+    (it does not sway with the pitch as O1 does)."""
+    return o1[..., 0] + p.b * jnp.sin(th)
+
+
 def summary(cfg: Config, p: Params, res: Result) -> dict:
     """Metrics of (batched or single) results as numpy-able arrays, SI units in the names."""
     a = res.acc
     n_ss = cfg.n_steps - cfg.steady_start_step
     t_ss = n_ss * cfg.dt
-    speed = (res.final_o1[..., 0] - a.x_start) / ((n_ss - 1) * cfg.dt)
+    speed = (_bottom_x(p, res.final_o1, res.final.q[..., 2]) - a.x_start) / ((n_ss - 1) * cfg.dt)
     return {
-        "mean_advance_speed_m_per_min": 60.0 * speed,
+        "mean_advance_speed_m_per_min": 60.0 * speed,  # bottom-centre x over the steady window
         "slip_time_fraction": jnp.where(a.n_contact > 0, a.n_slip / jnp.maximum(a.n_contact, 1), 0.0),
         "stick_slip_transitions": a.transitions,
         "flight_time_fraction": a.n_flight / n_ss,
@@ -421,3 +427,181 @@ def rigid_ground_stick_margin(p: Params, n=3600):
     fx = jnp.abs(f * jnp.cos(psi))
     fn = (p.m1 + p.m2) * p.gravity - f * jnp.sin(psi)
     return jnp.min(p.mu_static * fn - fx)
+
+
+# ------------------------------------------------------------------------------------------
+# Sweep protocol (jaxclear.mechanisms): `jaxclear run sweeps/plate_compactor.toml`
+# ------------------------------------------------------------------------------------------
+import math  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from ..spec import SpecError, check_choice  # noqa: E402
+
+SPEC_TABLES = {
+    "model": {"mechanism": "plate_compactor", "box_mass_kg": 92.0, "box_inertia_kg_m2": 0.4423,
+              "rotor_mass_kg": 7.0, "rotor_inertia_kg_m2": 0.00247, "eccentricity_m": 0.018,
+              "half_length_m": 0.2, "half_height_m": 0.128, "com_x_m": -0.033, "com_y_m": 0.032,
+              "axis_x_m": 0.03, "axis_y_m": 0.124, "rotor_speed_rad_per_s": 420.0,
+              "rotor_phase_rad": 0.0, "gravity_m_per_s2": 9.81, "drop_height_m": 0.0},
+    "ground": {"stiffness_N_per_m1_5": 3.1e6, "damping_N_s_per_m2": 23e3, "static_friction": 0.6,
+               "kinetic_friction": 0.45, "friction_model": "stick_slip",
+               "regularisation_velocity_m_per_s": 1e-3},
+    "integrator": {"scheme": "moreau_midpoint", "dt_s": 1e-5, "t_end_s": 2.0, "steady_start_s": 1.0,
+                   "revolutions": 1.0, "save_every": 100, "precision": "float64", "chunk_size": 0,
+                   "steady_revolutions": 1.0, "continuous_contact_s": 1e-3},
+    "outputs": {"histories": list(DEFAULT_OUTPUTS), "plot_variants": 4, "plots": True},
+}
+SWEEPABLE = ("model", "ground")
+_POS = (0.0, math.inf, False)
+RANGES = {
+    "model.box_mass_kg": _POS, "model.box_inertia_kg_m2": _POS, "model.rotor_mass_kg": (0.0, math.inf, True),
+    "model.rotor_inertia_kg_m2": (0.0, math.inf, True), "model.eccentricity_m": (0.0, 1.0, True),
+    "model.half_length_m": (0.0, 10.0, False), "model.half_height_m": (0.0, 10.0, False),
+    "model.com_x_m": (-10.0, 10.0, True), "model.com_y_m": (-10.0, 10.0, True),
+    "model.axis_x_m": (-10.0, 10.0, True), "model.axis_y_m": (-10.0, 10.0, True),
+    "model.rotor_speed_rad_per_s": (-1e4, 1e4, True), "model.rotor_phase_rad": (-100.0, 100.0, True),
+    "model.gravity_m_per_s2": (0.0, 100.0, True), "model.drop_height_m": (0.0, 10.0, True),
+    "ground.stiffness_N_per_m1_5": _POS, "ground.damping_N_s_per_m2": (0.0, math.inf, True),
+    "ground.static_friction": (0.0, 10.0, True), "ground.kinetic_friction": (0.0, 10.0, True),
+    "ground.regularisation_velocity_m_per_s": (0.0, 1.0, False),
+    "integrator.t_end_s": (0.0, 1e4, False), "integrator.steady_start_s": (0.0, 1e4, True),
+}
+
+
+def validate_spec(spec):
+    check_choice("ground.friction_model", spec["ground"]["friction_model"], laws.STICK_SLIP_MODELS)
+    check_choice("integrator.scheme", spec["integrator"]["scheme"], SCHEMES)
+    it = spec["integrator"]
+    if it["steady_start_s"] >= it["t_end_s"]:
+        raise SpecError(f"integrator.steady_start_s = {it['steady_start_s']!r} must be below "
+                        f"integrator.t_end_s = {it['t_end_s']!r} (the steady window is [steady_start_s, t_end_s])")
+
+
+def check_values(cols):
+    a = lambda k: np.asarray(cols[k], float)
+    if np.any(a("ground.kinetic_friction") > a("ground.static_friction")):
+        raise SpecError(f"ground.kinetic_friction = {float(np.max(a('ground.kinetic_friction')))!r} must not "
+                        f"exceed ground.static_friction = {float(np.min(a('ground.static_friction')))!r}")
+    if np.any(np.abs(a("model.com_x_m")) >= a("model.half_length_m")):
+        raise SpecError(f"model.com_x_m = {float(np.max(np.abs(a('model.com_x_m'))))!r} must lie inside the box "
+                        f"(|com_x_m| < half_length_m = {float(np.min(a('model.half_length_m')))!r})")
+
+
+def t_end(spec, cols):
+    return float(spec["integrator"]["t_end_s"])
+
+
+def make_config(spec, t_end) -> Config:
+    it = spec["integrator"]
+    dt, se = it["dt_s"], it["save_every"]
+    n_steps = max(1, int(math.ceil(t_end / dt - 1e-9)))
+    n_saves = max(1, int(math.ceil(n_steps / se)))
+    ss = min(int(round(it["steady_start_s"] / dt)), n_saves * se - 1)
+    return Config(dt=dt, n_saves=n_saves, save_every=se, steady_start_step=ss,
+                  friction=spec["ground"]["friction_model"], outputs=tuple(spec["outputs"]["histories"]),
+                  scheme=it["scheme"]).validate()
+
+
+def params(spec, cfg: Config, flat, dtype, t_end) -> Params:
+    f = lambda k: jnp.asarray(flat[k], dtype)
+    m, g = "model.", "ground."
+    return Params(m1=f(m + "box_mass_kg"), J1=f(m + "box_inertia_kg_m2"), m2=f(m + "rotor_mass_kg"),
+                  J2=f(m + "rotor_inertia_kg_m2"), e=f(m + "eccentricity_m"), a=f(m + "half_length_m"),
+                  b=f(m + "half_height_m"), Cx=f(m + "com_x_m"), Cy=f(m + "com_y_m"), Ax=f(m + "axis_x_m"),
+                  Ay=f(m + "axis_y_m"), omega=f(m + "rotor_speed_rad_per_s"), psi0=f(m + "rotor_phase_rad"),
+                  K=f(g + "stiffness_N_per_m1_5"), c=f(g + "damping_N_s_per_m2"),
+                  mu_static=f(g + "static_friction"), mu_kinetic=f(g + "kinetic_friction"),
+                  gravity=f(m + "gravity_m_per_s2"), v_reg=f(g + "regularisation_velocity_m_per_s"),
+                  drop_height=f(m + "drop_height_m"))
+
+
+def stability_dt(p: Params):
+    """Conservative stable dt [s]: ω·dt < 0.5 for one corner on the ground linearised at
+    F_ref = 10 (m g + m2 e ω²) (k = 1.5 K^(2/3) F_ref^(1/3)) carrying the box's pitch mass
+    J_ground / a² (J_ground ≈ J1 + m (b + C_y)² about a corner line), and c δ_ref·dt/m < 0.5."""
+    m = p.m1 + p.m2
+    f_ref = 10.0 * (m * p.gravity + p.m2 * p.e * p.omega ** 2)
+    k_lin = 1.5 * p.K ** (2.0 / 3.0) * f_ref ** (1.0 / 3.0)
+    m_eff = jnp.minimum(m, (p.J1 + m * (p.b + p.Cy) ** 2) / p.a ** 2)
+    delta = (f_ref / p.K) ** (2.0 / 3.0)
+    return jnp.minimum(0.5 / jnp.sqrt(k_lin / m_eff), 0.5 * m_eff / jnp.maximum(p.c * delta, 1e-300))
+
+
+def check_params(spec, cfg: Config, p: Params, name):
+    bound = np.asarray(stability_dt(p))
+    if np.any(cfg.dt > bound):
+        i = int(np.argmin(bound))
+        raise SpecError(f"integrator.dt_s = {cfg.dt:g} exceeds the stable step {bound[i]:.3g} s of the ground "
+                        f"contact ({name(i)}); reduce dt_s")
+
+
+def joint_names(cfg: Config):
+    return ()
+
+
+def describe(spec, cfg: Config):
+    return {"friction": cfg.friction, "steady_start_s": cfg.steady_start_step * cfg.dt,
+            "rotor_sense": "rotor_speed_rad_per_s > 0: counter-clockwise (x forward, y up)",
+            "start_state": "at rest in static equilibrium with the rotor's weight and centripetal "
+                           "force at rotor_phase_rad (weights only where friction could not hold)"}
+
+
+def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
+    r = slice(0, n_real)
+    m = {k: np.asarray(v)[r] for k, v in summary(cfg, p, res).items()}
+    m["stick_slip_transitions"] = m["stick_slip_transitions"].astype(int)
+    m["finite"] = m["finite"].astype(bool)
+    m.pop("steady_window_s")
+    return {"omega_rad_per_s": np.broadcast_to(np.asarray(p.omega), (len(np.asarray(p.m1)),))[r],
+            "rigid_ground_stick_margin_N": np.asarray(jax.vmap(rigid_ground_stick_margin)(p))[r], **m}
+
+
+def plots(outdir, spec, table, summary_, hists, t):
+    """Compactor motion of chosen variants (advance, hop, pitch, ground force, friction and
+    stick phases, hinge force, motor torque) and, over two swept axes, the advance-speed map."""
+    from pathlib import Path
+
+    from .. import plots as _p
+    import matplotlib.pyplot as plt
+
+    pdir = Path(outdir) / "plots"
+    pdir.mkdir(exist_ok=True)
+    written = []
+    t = np.asarray(t)
+    B = len(table["finite"])
+    idx = list(range(min(B, max(1, int(spec["outputs"]["plot_variants"])))))
+    chans = [c for c in ("box_x_m", "box_y_m", "pitch_rad", "normal_force_N", "friction_force_N",
+                         "slip_velocity_m_per_s", "hinge_force_N", "motor_torque_N_m") if c in hists]
+    if chans:
+        axes_cols = [c for c in summary_.get("axes", []) if c in table]
+        for i in idx:
+            fig, axs = plt.subplots(len(chans), 1, figsize=(9, 1.7 * len(chans)), sharex=True)
+            axs = np.atleast_1d(axs)
+            st = np.asarray(hists["stuck"][i]) if "stuck" in hists else None
+            for ax, c in zip(axs, chans):
+                y = np.asarray(hists[c][i])
+                ax.plot(t, y, lw=0.6)
+                if st is not None and c in ("friction_force_N", "slip_velocity_m_per_s"):
+                    ax.fill_between(t, y.min(), y.max(), where=st > 0, color="tab:green", alpha=0.2,
+                                    lw=0, label="stuck")
+                    ax.legend(fontsize=7, loc="upper right")
+                ax.set_ylabel(c.replace("_", " "), fontsize=7)
+            lab = ", ".join(f"{c} = {float(table[c][i]):.4g}" for c in axes_cols)
+            v = float(table["mean_advance_speed_m_per_min"][i])
+            axs[0].set_title(f"{summary_['name']} #{i} ({lab}): advance {v:.3g} m/min", fontsize=9)
+            axs[-1].set_xlabel("t [s]")
+            fig.tight_layout()
+            name = f"plots/compactor_motion_{i}.png"
+            fig.savefig(Path(outdir) / name, dpi=110)
+            plt.close(fig)
+            written.append(name)
+    axes = summary_.get("axes", [])
+    if len(axes) >= 2:
+        fig, ax = plt.subplots(figsize=(6, 4.5))
+        _p.amplification_map(ax, table, axes[0], axes[1], "mean_advance_speed_m_per_min")
+        fig.tight_layout()
+        fig.savefig(pdir / "map_mean_advance_speed_m_per_min.png", dpi=110)
+        plt.close(fig)
+        written.append("plots/map_mean_advance_speed_m_per_min.png")
+    return written
