@@ -47,6 +47,7 @@ __all__ = [
     "STICK_SLIP_MODELS",
     "stick_slip_friction",
     "stick_slip_friction_contacts",
+    "stick_slip_friction_acceleration",
 ]
 
 #: Floor [m/s] applied to |delta_dot_minus| in the hysteresis laws.  The damping term is
@@ -384,9 +385,11 @@ def friction_force(model, v_t, normal_force, mu, v0=1e-4, v1=1e-3):
 # Stick–slip (set-valued Coulomb friction with static and kinetic coefficients)
 # ----------------------------------------------------------------------------------------
 #: Names accepted by the ``friction`` option of the stick–slip mechanisms
-#: (impact_oscillator, plate_compactor): the exact set-valued law solved per step, or the
-#: regularised law tanh(v/v0) of :func:`friction_force` (kinetic coefficient only).
-STICK_SLIP_MODELS = ("stick_slip", "regularised", "none")
+#: (impact_oscillator, plate_compactor): the set-valued law solved on impulses per step
+#: (:func:`stick_slip_friction`), the source's acceleration-level complementarity rule
+#: (:func:`stick_slip_friction_acceleration`, for comparison), or the regularised law
+#: tanh(v/v0) of :func:`friction_force` (kinetic coefficient only).
+STICK_SLIP_MODELS = ("stick_slip", "lcp_acceleration", "regularised", "none")
 
 
 def stick_slip_friction(v_free, inv_mass, normal_force, mu_static, mu_kinetic, dt):
@@ -451,3 +454,30 @@ def stick_slip_friction_contacts(v_free, delassus, normal_force, mu_static, mu_k
     f, stuck = jax.lax.fori_loop(0, iterations, sweep,
                                  (jnp.zeros_like(v_free), jnp.zeros(v_free.shape, bool)))
     return f, v_free + delassus @ f, stuck
+
+
+def stick_slip_friction_acceleration(v_t, a_free, inv_mass, normal_force, mu_static, mu_kinetic,
+                                     v_eps):
+    """Coulomb stick–slip at acceleration level, as the event-driven LCP of the source.
+
+    Seed 003 (Wang & Wang 2015, eqs. 9-25): at a contact with zero slip velocity the static
+    force follows from the complementarity of the friction reserves μ0 F_N ± F_t with the
+    tangential accelerations; for one contact it has the closed form
+
+        |v_t| < v_eps, |F_s| ≤ μ0 F_N:  stick, F_t = F_s = −a_free / w   (then a_t = 0),
+        |v_t| < v_eps, |F_s| > μ0 F_N:  slip starts, F_t = −μ F_N sign(a_free),
+        |v_t| ≥ v_eps:                  slip, F_t = −μ F_N sign(v_t),
+
+    with a_free [m/s²] the slip acceleration without friction and w = W M⁻¹ Wᵀ [1/kg].  In a
+    fixed-step integrator the slip velocity never lands on 0, so "zero" is |v_t| < v_eps [m/s]
+    (an event-driven code would locate the crossing and restart there); a stuck contact keeps
+    the slip velocity it had when caught (a_t = 0), i.e. it may creep at up to v_eps.  Used to
+    compare with :func:`stick_slip_friction` (README, "Stick–slip: impulses vs LCP").
+    Returns (F_t [N], stuck [bool]).
+    """
+    fn = jnp.maximum(normal_force, 0.0)
+    f_s = -_f(a_free) / inv_mass
+    slow = jnp.abs(v_t) < v_eps
+    stuck = slow & (jnp.abs(f_s) <= mu_static * fn) & (fn > 0.0)
+    f_slip = -mu_kinetic * fn * jnp.where(slow, jnp.sign(a_free), jnp.sign(v_t))
+    return jnp.where(stuck, f_s, f_slip), stuck

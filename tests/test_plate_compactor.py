@@ -157,6 +157,21 @@ def test_regularised_friction_creeps_where_stick_slip_holds():
     assert out["stick_slip"] < 1e-12 and out["regularised"] > 1e-5
 
 
+def test_acceleration_level_lcp_reproduces_case2_stick_and_slip_phases():
+    """The source's formulation (friction from the acceleration-level complementarity at zero
+    slip, ``lcp_acceleration``) and ours (impulses per step) agree on case 2: e = 0.10 m never
+    slips, e = 0.15 m slips the same fraction of the time; the regularised law slips at both."""
+    rows = [dict(e=0.10), dict(e=0.15)]
+    frac = {}
+    for fr in ("stick_slip", "lcp_acceleration", "regularised"):
+        cfg = pc.Config(**{**CFG2.__dict__, "friction": fr, "outputs": ("stuck",)})
+        _, m = batch(2, rows, cfg)
+        frac[fr] = m["slip_time_fraction"]
+    assert frac["stick_slip"][0] == 0.0 and frac["lcp_acceleration"][0] == 0.0
+    assert abs(frac["stick_slip"][1] - frac["lcp_acceleration"][1]) < 0.01
+    assert frac["regularised"][0] > 0.1
+
+
 # ------------------------------------------------------------------------------------------
 # through the sweep layer (registry): the issue's column names, both senses, bad input
 # ------------------------------------------------------------------------------------------

@@ -232,6 +232,11 @@ def make_step(cfg: Config):
         if cfg.friction == "stick_slip":
             ft, v1, stuck = laws.stick_slip_friction(v_free, 1.0 / p.mass, p.normal_load,
                                                      p.mu_static, p.mu_kinetic, h)
+        elif cfg.friction == "lcp_acceleration":
+            ft, stuck = laws.stick_slip_friction_acceleration(
+                s.v, (v_free - s.v) / h, 1.0 / p.mass, p.normal_load, p.mu_static, p.mu_kinetic,
+                p.v_reg)
+            v1 = v_free + h / p.mass * ft
         elif cfg.friction == "regularised":
             ft = laws.friction_force("coulomb", s.v, p.normal_load, p.mu_kinetic, v0=p.v_reg)
             v1 = v_free + h / p.mass * ft

@@ -112,7 +112,7 @@ class Params(NamedTuple):
     mu_static: jnp.ndarray     # μ0
     mu_kinetic: jnp.ndarray    # μ
     gravity: jnp.ndarray       # [m/s²]
-    v_reg: jnp.ndarray         # regularised-law velocity [m/s] (friction = "regularised" only)
+    v_reg: jnp.ndarray         # regularisation / "zero slip" velocity [m/s] ("regularised", "lcp_acceleration")
     drop_height: jnp.ndarray   # start this high above the rest state [m] (0: on the ground)
 
 
@@ -286,6 +286,11 @@ def make_step(cfg: Config):
             if cfg.friction == "stick_slip":
                 f_t, _, stuck = laws.stick_slip_friction(W @ qd_free, W @ MinvW, n_tot,
                                                          p.mu_static, p.mu_kinetic, h)
+                qd1 = qd_free + h * MinvW * f_t
+            elif cfg.friction == "lcp_acceleration":
+                a_free = (qd_free - s.qd) / h
+                f_t, stuck = laws.stick_slip_friction_acceleration(
+                    W @ s.qd, W @ a_free, W @ MinvW, n_tot, p.mu_static, p.mu_kinetic, p.v_reg)
                 qd1 = qd_free + h * MinvW * f_t
             else:
                 f_t, qd1, stuck = jnp.zeros_like(n_tot), qd_free, jnp.zeros((), bool)
