@@ -430,7 +430,7 @@ def enqueue(con, data: Path, raw_applied, spec, pl, warns, limits: Limits) -> st
 
 def job_record(con, row, base="") -> dict:
     """The JSON status of a job."""
-    d = {k: row[k] for k in ("id", "name", "status", "created", "started", "finished", "spec_hash",
+    d = {k: row[k] for k in ("id", "seq", "name", "status", "created", "started", "finished", "spec_hash",
                              "variants_total", "variants_done", "steps_per_variant", "variant_steps_per_s",
                              "eta_s", "compile_s", "error", "attempts", "resumed")}
     d["warnings"] = json.loads(row["warnings"])
@@ -488,8 +488,10 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def create_app(data, token=None, limits: Limits = Limits(), supervisor=None):
-    """The ASGI app (FastAPI).  ``supervisor``: the Workers object whose health /api/health reports."""
+def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, local_only=False):
+    """The ASGI app (FastAPI).  ``supervisor``: the Workers object whose health /api/health reports.
+    ``local_only`` (a server without a token, bound to loopback): requests whose Host header is not
+    a loopback name are refused (403), so a web page cannot reach the service by DNS rebinding."""
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
@@ -537,6 +539,13 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None):
 
     @app.middleware("http")
     async def _auth(request: Request, call_next):
+        if local_only:
+            hh = request.headers.get("host", "")
+            name = hh[1:].split("]")[0] if hh.startswith("[") else hh.rsplit(":", 1)[0]
+            if not _is_loopback(name):
+                return JSONResponse({"detail": f"Host {hh!r} is not a loopback name: this server has no token "
+                                               "and answers only requests to localhost / 127.0.0.1 / [::1]"},
+                                    status_code=403)
         if token is not None and request.url.path not in ("/api/health",):
             given = None
             h = request.headers.get("authorization", "")
@@ -867,7 +876,7 @@ def serve(host="127.0.0.1", port=8642, data="jaxclear-data", token=None, workers
     sup = Workers(data, workers, cache_dir)
     sup.start()
     import uvicorn
-    app = create_app(data, token=token, limits=limits, supervisor=sup)
+    app = create_app(data, token=token, limits=limits, supervisor=sup, local_only=token is None)
     print(f"jaxclear serve: http://{host}:{port}/ data {data} workers {workers}"
           + (f", {len(back)} interrupted job(s) queued again" if back else "")
           + (", bearer token required" if token else ""), file=sys.stderr, flush=True)

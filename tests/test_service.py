@@ -266,8 +266,8 @@ def test_twenty_concurrent_submissions(client):
     assert {j.id for j in jobs} <= listed
     done = [j.wait(timeout=300) for j in jobs]
     assert all(d["status"] == "done" and d["variants_done"] == 4 for d in done)
-    # the queue is first in, first out
-    starts = [d["started"] for d in sorted(done, key=lambda d: d["created"])]
+    # the queue is first in, first out (seq: the order the submissions were queued in)
+    starts = [d["started"] for d in sorted(done, key=lambda d: d["seq"])]
     assert starts == sorted(starts)
     # and each job computed its own variants (restitution differs, so the forces do)
     peaks = {tuple(j.metrics()["peak_contact_force_N"]) for j in jobs}
@@ -349,6 +349,7 @@ def test_sigkill_mid_job_then_restart_resumes_with_identical_metrics(server, cli
     from jaxclear import store
     flags = store.done_flags(store.open(server.data / "jobs" / job.id / "out", mode="r"))
     assert 2 <= flags.sum() < len(flags)
+    assert any(server.cache.rglob("*")), "the persistent compile cache is empty"
     server.start()
     s = job.wait(timeout=300)
     assert s["resumed"] == 1 and s["attempts"] == 2
@@ -406,3 +407,24 @@ def test_html_pages_in_headless_chromium(server, client, tmp_path):
         img = mpimg.imread(tmp_path / name)
         assert img.shape[0] > 300 and img.shape[1] == 1200
         assert img[..., :3].std() > 0.02  # not a blank page
+
+
+def test_without_token_only_localhost_names_are_served(dirs):
+    """No token: bound to 127.0.0.1 and answering only Host: localhost / 127.0.0.1 / [::1] (a page
+    that rebinds its own name to 127.0.0.1 gets 403)."""
+    _, cache, base = dirs
+    s = Server(base / "data-open", cache)
+    s.start()
+    try:
+        code, b = _raw(s, "GET", "/api/jobs", token=None)
+        assert code == 200 and b["jobs"] == []
+        code, b = _raw(s, "GET", "/api/jobs", headers={"Host": f"localhost:{s.port}"}, token=None)
+        assert code == 200
+        code, b = _raw(s, "GET", "/api/jobs", headers={"Host": f"evil.example:{s.port}"}, token=None)
+        assert code == 403 and "evil.example" in b["detail"]
+        code, b = _raw(s, "POST", "/api/jobs", TINY.encode(), {"Host": "evil.example", "Content-Type": "application/toml"},
+                       token=None)
+        assert code == 403
+        assert Client(s.url).jobs() == []
+    finally:
+        s.stop()
