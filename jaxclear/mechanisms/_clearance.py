@@ -178,7 +178,8 @@ def profile_points(spec, flat, rb, n_points, dtype):
     if kind == "wear_patch":
         return profiles.wear_patch(rb, w, ang, jnp.deg2rad(flat["profile.wear_half_width_deg"]), n_points)
     if kind == "measured":
-        return jnp.asarray(measured_points(spec, n_points), dtype)
+        with jax.ensure_compile_time_eval():  # file data: a constant, also under jit (sensitivity)
+            return jnp.asarray(measured_points(spec, n_points), dtype)
     raise SpecError(f"profile.kind = {kind!r}")
 
 

@@ -632,6 +632,14 @@ def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     _peak_columns(out, "slider_acceleration", "_m_per_s2", "ideal_peak_slider_acceleration_m_per_s2",
                   acc.peak_acc, acc.peak_acc_steady,
                   ideal_full["slider_acceleration"], ideal_steady["slider_acceleration"])
+    # Smooth (power-mean, p = metrics.SMOOTH_EXPONENT) peaks over the run: the differentiable
+    # twins that jaxclear sensitivity / identify use.
+    sm_f = np.asarray(metrics.smooth_peak(acc.lse_force, acc.steps))
+    sm_a = np.asarray(metrics.smooth_peak(acc.lse_acc, acc.steps))
+    out["smooth_peak_contact_force_N"] = sm_f
+    out["smooth_peak_slider_acceleration_m_per_s2"] = sm_a
+    out["smooth_daf_contact_force"] = metrics.amplification(sm_f, ref)
+    out["smooth_daf_slider_acceleration"] = metrics.amplification(sm_a, ideal_full["slider_acceleration"])
     free, imp, cont = motion_columns(out, acc, names)
     if len(names) > 1:
         for j, nm in enumerate(names):
