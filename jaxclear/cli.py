@@ -325,6 +325,28 @@ def cmd_sensitivity(args):
     return 0
 
 
+def cmd_identify(args):
+    """Fit clearance parameters to a measurement (``jaxclear.identify``)."""
+    from . import identify, spec as specmod
+    try:
+        spec = specmod.load(args.spec, args.set or ())
+        res = identify.fit(spec, log=None if args.quiet else (lambda m: print(m, file=sys.stderr)),
+                           iterations=args.iterations)
+    except specmod.SpecError as err:
+        print(f"jaxclear: error: {err}", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path("runs") / spec["sweep"]["name"]
+    identify.write(res, out)
+    print(f"{res['optimizer']}, {res['iterations']} iterations x {len(res['starts'])} starts: "
+          f"loss {res['loss']:.4g} ({res['wall_s']:.3g} s)")
+    truth = res["source"].get("truth", {})
+    for k, v in res["parameters"].items():
+        t = f"   truth {truth[k]:.6g}" if k in truth else ""
+        print(f"  {k:28s} {v['value']:.6g} ± {v['std']:.2g}   (start {v['initial']:.6g}){t}")
+    print(f"results in {out}/ (identified.json, loss_history.csv, fit.png)")
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="jaxclear", description="Dynamics of mechanisms with clearance joints.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -397,6 +419,13 @@ def main(argv=None):
                     help="forward (jvp) or reverse (vjp with checkpointing) mode; auto: forward when keys <= metrics")
     se.add_argument("--quiet", action="store_true")
     se.set_defaults(func=cmd_sensitivity)
+    idp = sub.add_parser("identify", help="fit clearance / wear / law parameters to a measured or synthetic signal")
+    idp.add_argument("spec", help="TOML spec with [identify] and [measurement] or [truth], e.g. sweeps/identify_clearance.toml")
+    idp.add_argument("--out", help="output directory (default: runs/<sweep.name>)")
+    idp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value")
+    idp.add_argument("--iterations", type=int, help="override identify.iterations")
+    idp.add_argument("--quiet", action="store_true")
+    idp.set_defaults(func=cmd_identify)
     args = ap.parse_args(argv)
     return args.func(args)
 

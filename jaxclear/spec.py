@@ -66,6 +66,8 @@ COMMON_INT_RANGES = {
     "outputs.plot_variants": (0, 10**6), "sampling.n": (0, 10**8), "sampling.seed": (0, 2**63 - 1),
 }
 DEFAULT_MECHANISM = "slider_crank"
+# Tables of an identification spec (``jaxclear identify``): present only when given.
+EXTRA_TABLES = ("identify", "truth", "measurement")
 
 # Per-harmonic Fourier coefficients of the bushing radius [m]: optional floats of [profile] (absent
 # unless given, so that specs written without them keep their spec hash), added on top of the
@@ -194,8 +196,14 @@ def merge_defaults(raw):
     for sec, table in raw.items():
         if sec.startswith("_"):
             continue
+        if sec in EXTRA_TABLES:  # checked by the command that reads them (jaxclear.identify)
+            if not isinstance(table, dict):
+                raise SpecError(f"[{sec}] must be a table, got {table!r}")
+            spec[sec] = copy.deepcopy(dict(table))
+            continue
         if sec not in sch.tables:
-            raise SpecError(f"unknown table [{sec}]{_did_you_mean(sec, sch.tables)}; allowed: {', '.join(sch.tables)}"
+            allowed = list(sch.tables) + list(EXTRA_TABLES)
+            raise SpecError(f"unknown table [{sec}]{_did_you_mean(sec, allowed)}; allowed: {', '.join(allowed)}"
                             + (f" (model.mechanism = {mech!r})" if mech != DEFAULT_MECHANISM else ""))
         if not isinstance(table, dict):
             raise SpecError(f"[{sec}] must be a table, got {table!r}")
