@@ -91,7 +91,6 @@ def test_run_writes_everything_and_resumes(tmp_path):
     assert summary2["chunks_reused"] == 2 and summary2["chunks_computed"] == 1
     for k in table:
         np.testing.assert_array_equal(table[k], table2[k])
-    assert summary2["run_s"] < summary["run_s"]
 
 
 def test_float32_precision_option(tmp_path):
