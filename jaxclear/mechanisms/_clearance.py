@@ -9,6 +9,7 @@ on a leading joint axis by ``stacked``).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import jax
@@ -73,6 +74,31 @@ UNIT_LIMITS = {
     "laws.youngs_modulus_Pa": (1e6, "<", "Young's modulus is in Pa (steel: 207e9): did you give GPa or MPa?"),
 }
 INT_RANGES = {"profile.n_points": (8, 4096), "profile.max_regions": (1, 64), "profile.wear_order": (1, 1000)}
+
+
+@dataclass(frozen=True)
+class ClearanceConfig:
+    """Static configuration fields shared by the clearance-joint mechanisms (each mechanism's
+    ``Config`` adds ``clearance_joint`` and its default ``outputs``).
+
+    joint: geometry/law choices (shared by every clearance joint of the configuration);
+    scheme: integrator; dt [s]; n_saves × save_every = steps; outputs: saved channels;
+    min_continuous_steps: contact episodes at least this long count as continuous contact;
+    checkpoint: rematerialise the saved blocks under reverse-mode differentiation.
+    """
+
+    joint: joints.JointConfig = field(default_factory=joints.JointConfig)
+    scheme: str = "leapfrog"
+    dt: float = 1e-6
+    n_saves: int = 100
+    save_every: int = 100
+    outputs: tuple = ()
+    min_continuous_steps: int = 500
+    checkpoint: bool = False
+
+    @property
+    def n_steps(self) -> int:
+        return self.n_saves * self.save_every
 
 
 def validate_spec(spec):

@@ -25,7 +25,7 @@ the coupler–follower reaction.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
 
@@ -60,22 +60,12 @@ DEFAULT_OUTPUTS = ("crank_angle_rad", "contact_force_N", "journal_x_m", "journal
 
 
 @dataclass(frozen=True)
-class Config:
-    """Static configuration (see ``slider_crank.Config``); one clearance joint."""
+class Config(_clearance.ClearanceConfig):
+    """Static configuration: clearance_joint (one of CLEARANCE_JOINTS) and the fields of
+    ``_clearance.ClearanceConfig``."""
 
     clearance_joint: str = "coupler_follower"
-    joint: joints.JointConfig = field(default_factory=joints.JointConfig)
-    scheme: str = "leapfrog"
-    dt: float = 1e-6
-    n_saves: int = 100
-    save_every: int = 100
     outputs: tuple = DEFAULT_OUTPUTS
-    min_continuous_steps: int = 500
-    checkpoint: bool = False
-
-    @property
-    def n_steps(self) -> int:
-        return self.n_saves * self.save_every
 
     @property
     def n_joints(self) -> int:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import NamedTuple
 
@@ -61,28 +61,15 @@ DEFAULT_OUTPUTS = ("crank_angle_rad", "contact_force_N", "journal_x_m", "journal
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(_clearance.ClearanceConfig):
     """Static configuration: one compiled function per distinct Config.
 
-    clearance_joint: one of CLEARANCE_JOINTS; joint: geometry/law choices (shared by both joints
-    when there are two); scheme: integrator; dt [s]; n_saves × save_every = steps;
-    outputs: saved channels; min_continuous_steps: contact episodes at least this long count
-    as continuous contact.
+    clearance_joint: one of CLEARANCE_JOINTS; the other fields are those of
+    ``_clearance.ClearanceConfig`` (joint choices shared by both joints when there are two).
     """
 
     clearance_joint: str = "rod_slider"
-    joint: joints.JointConfig = field(default_factory=joints.JointConfig)
-    scheme: str = "leapfrog"
-    dt: float = 1e-6
-    n_saves: int = 100
-    save_every: int = 100
     outputs: tuple = DEFAULT_OUTPUTS
-    min_continuous_steps: int = 500
-    checkpoint: bool = False
-
-    @property
-    def n_steps(self) -> int:
-        return self.n_saves * self.save_every
 
     @property
     def n_joints(self) -> int:
