@@ -1,8 +1,10 @@
-"""Planar four-bar (crank–rocker) with a revolute clearance joint between coupler and follower.
+"""Planar four-bar (crank–rocker) with one revolute clearance joint (``model.clearance_joint``).
 
 Seed 001 (finite particle method, §3.1): crank driven counter-clockwise from rest, its speed
 ramped linearly to ω = 50π rad/s over 0.12 s, run to 0.14 s; the crank starts perpendicular
-to the ground; the coupler–follower joint has clearance, the other three are ideal.  Seed 001
+to the ground; the coupler–follower joint has clearance, the other three are ideal (the
+default, ``"coupler_follower"``; ``"crank_coupler"`` and ``"follower_ground"`` put the
+clearance at the crank pin or the follower's ground pivot instead, see below).  Seed 001
 reports the amplification factors DE_α = (α_c − α_i)/α_i = 66.9 % of the follower angular
 acceleration and DE_F = 16.6 % of the joint force over one crank cycle (its link tables are
 lost from the text: our values are in ``benchmark_params`` and docs/mechanisms.md).
@@ -16,10 +18,14 @@ relative coordinates q = (θ, φ, ψ) with a diagonal mass matrix (DESIGN.md, "C
     (J₃ + m₃l₃²) ψ̈ = −m₃ g l₃ cos ψ − Σ (p_B − O₄) × F,
 
 F the contact force on the journal (coupler end C) at its points p_J, −F on the bearing
-(follower end D, frame turning with the follower) at p_B; l = half lengths.  Orientations are
+(follower end D, frame turning with the follower) at p_B; l = half lengths.  With the cut at
+another joint the two free links hang in series (``_chain2``, 2×2 mass matrix): for
+``"crank_coupler"`` O₄ → follower → coupler, journal on the crank pin B, bearing in the
+coupler's B end (turning with the coupler); for ``"follower_ground"`` B → coupler →
+follower, journal on the follower's ground end, bearing fixed at O₄.  Orientations are
 carried as (cos, sin) pairs as in ``slider_crank``.  The ideal four-bar (``ideal``) is
 closed-form position analysis, two 2×2 velocity/acceleration solves and inverse dynamics for
-the coupler–follower reaction.
+the three joint reactions.
 """
 
 from __future__ import annotations
@@ -39,7 +45,8 @@ from ..spec import SpecError, check_choice
 from . import _clearance
 from .slider_crank import _crank, _drift, _peak_columns, check_dt, motion_columns
 
-JOINTS = {"coupler_follower": ("coupler_follower",)}
+JOINTS = {"coupler_follower": ("coupler_follower",), "crank_coupler": ("crank_coupler",),
+          "follower_ground": ("follower_ground",)}
 CLEARANCE_JOINTS = tuple(JOINTS)
 
 OUTPUT_CHANNELS = {
@@ -186,13 +193,16 @@ def ideal_kinematics(p: Params, t):
 
 
 def ideal(p: Params, t):
-    """Ideal four-bar over t: follower angle, rate and acceleration, and the coupler–follower
-    reaction |R_C| [N] by inverse dynamics:
+    """Ideal four-bar over t: follower angle, rate and acceleration, and the joint reactions [N]
+    by inverse dynamics (``reaction_<joint>`` = |R| for each of JOINTS, components in
+    ``reaction_x/_y`` for the coupler–follower joint, ``reaction_<joint>_x/_y`` for the others;
+    R_B on the coupler, R_O4 on the follower); the coupler–follower one from
 
         c u_ψ × R = J_O₄ ψ̈ + m₃ g l₃ cos ψ,      b u_φ × R = −(J_B φ̈ + m₂ l₂ u⊥_φ·a_B + m₂ g l₂ cos φ),
 
     R the force of the coupler on the follower, J about the pivots (follower about O₄, coupler
-    about B)."""
+    about B); then crank–coupler R_B = m₂(a_G2 − g) + R and follower–ground
+    R_O4 = m₃(a_G3 − g) − R (Newton for the coupler and the follower)."""
     k = jax.vmap(lambda tt: ideal_kinematics(p, tt))(jnp.atleast_1d(jnp.asarray(t, jnp.result_type(float))))
     b, c = p.coupler_length, p.follower_length
     l2, l3 = 0.5 * b, 0.5 * c
@@ -207,24 +217,39 @@ def ideal(p: Params, t):
     det = c * b * (-up[:, 1] * uf[:, 0] + up[:, 0] * uf[:, 1])
     rx = (a3 * b * uf[:, 0] - c * up[:, 0] * a2) / det
     ry = (c * (-up[:, 1]) * a2 - (-b * uf[:, 1]) * a3) / det
+    r = jnp.stack([rx, ry], -1)
+    # Newton for the centres of mass: R_B = m₂(a_G2 − g) + R (crank on coupler),
+    # R_O4 = m₃(a_G3 − g) − R (ground on follower), g = (0, −g).
+    g = jnp.stack([0.0 * p.gravity, -p.gravity])
+    a_g2 = k["a_B"] + l2 * (k["phi_ddot"][:, None] * perp(uf) - (k["phi_dot"] ** 2)[:, None] * uf)
+    a_g3 = l3 * (k["psi_ddot"][:, None] * perp(up) - (k["psi_dot"] ** 2)[:, None] * up)
+    r_b = p.coupler_mass * (a_g2 - g) + r
+    r_o4 = p.follower_mass * (a_g3 - g) - r
     return {"theta": k["theta"], "follower_angle": k["psi"], "follower_angular_velocity": k["psi_dot"],
             "follower_angular_acceleration": k["psi_ddot"], "coupler_angle": k["phi"],
             "coupler_angular_velocity": k["phi_dot"], "reaction_x": rx, "reaction_y": ry,
-            "reaction_coupler_follower": jnp.hypot(rx, ry)}
+            "reaction_coupler_follower": jnp.hypot(rx, ry),
+            "reaction_crank_coupler": jnp.hypot(r_b[:, 0], r_b[:, 1]),
+            "reaction_crank_coupler_x": r_b[:, 0], "reaction_crank_coupler_y": r_b[:, 1],
+            "reaction_follower_ground": jnp.hypot(r_o4[:, 0], r_o4[:, 1]),
+            "reaction_follower_ground_x": r_o4[:, 0], "reaction_follower_ground_y": r_o4[:, 1]}
 
 
-def ideal_peaks(p: Params, t_end, steady_start, n_samples: int = 20001):
-    """Peaks of |ψ̈| and |R_C| of the ideal four-bar over [0, t_end] and [steady_start, t_end]."""
+def ideal_peaks(p: Params, t_end, steady_start, n_samples: int = 20001, joint: str = "coupler_follower"):
+    """Peaks of |ψ̈| and of the reaction at ``joint`` of the ideal four-bar over [0, t_end] and
+    [steady_start, t_end]."""
     t = jnp.linspace(0.0, 1.0, n_samples) * t_end
     ts = steady_start + jnp.linspace(0.0, 1.0, n_samples) * (t_end - steady_start)
-    keys = ("follower_angular_acceleration", "reaction_coupler_follower")
+    keys = ("follower_angular_acceleration", f"reaction_{joint}")
     full, st = ideal(p, t), ideal(p, ts)
     return ({k: jnp.max(jnp.abs(full[k])) for k in keys}, {k: jnp.max(jnp.abs(st[k])) for k in keys})
 
 
 # ----------------------------------------------------------------------------- clearance model
 
-def _accel(cfg, p, q, v, aux, t):
+def _accel_coupler_follower(cfg, p, q, v, aux, t):
+    """Journal on the coupler end C, bearing on the follower end D (turning with the follower):
+    two single links, about B and O₄ (diagonal mass matrix, module docstring)."""
     b_pt, vb, ab, alpha = _crank(p, q, v, t)
     uf, up = q[2:4], q[4:6]
     wf, wp = v[1], v[2]
@@ -244,6 +269,82 @@ def _accel(cfg, p, q, v, aux, t):
     tau3 = -p.follower_mass * p.gravity * l3 * up[0] + joints.moment(-jf.f_slots, jf.p_b, o4)
     a = jnp.stack([alpha, tau2 / jb, tau3 / jo])
     return a, mem[None], (jf,)
+
+
+def _chain2(g, a0, u1, w1, L1, c1, m1, J1, u2, w2, c2, m2, J2, Q1, Q2):
+    """(α̈₁, α̈₂) of two links in series hanging from a base point of acceleration a0: link 1
+    (direction u1, rate w1, length L1, centre of mass c1 along u1) pinned at the base, link 2
+    (u2, w2, centre of mass c2 from the pin at link 1's end); g gravity vector, Q1, Q2 the
+    generalised forces of the contact loads.  Virtual work with
+    a_G1 = a0 + c1(α̈₁u₁⊥ − w1²u₁), a_G2 = a0 + L1(α̈₁u₁⊥ − w1²u₁) + c2(α̈₂u₂⊥ − w2²u₂):
+
+        [J1 + m1c1² + m2L1²,  m2L1c2 u₁·u₂] [α̈₁]   [Q1 + m1c1 u₁⊥·(g − b1) + m2L1 u₁⊥·(g − b2)]
+        [m2L1c2 u₁·u₂,        J2 + m2c2²  ] [α̈₂] = [Q2 + m2c2 u₂⊥·(g − b2)                   ],
+
+    b1 = a0 − c1w1²u₁, b2 = a0 − L1w1²u₁ − c2w2²u₂ (the α̈-free parts); Cramer's rule."""
+    b1 = a0 - c1 * w1 * w1 * u1
+    b2 = a0 - L1 * w1 * w1 * u1 - c2 * w2 * w2 * u2
+    m11 = J1 + m1 * c1 * c1 + m2 * L1 * L1
+    m12 = m2 * L1 * c2 * jnp.dot(u1, u2)
+    m22 = J2 + m2 * c2 * c2
+    r1 = Q1 + m1 * c1 * jnp.dot(perp(u1), g - b1) + m2 * L1 * jnp.dot(perp(u1), g - b2)
+    r2 = Q2 + m2 * c2 * jnp.dot(perp(u2), g - b2)
+    det = m11 * m22 - m12 * m12
+    return (r1 * m22 - m12 * r2) / det, (m11 * r2 - m12 * r1) / det
+
+
+def _accel_crank_coupler(cfg, p, q, v, aux, t):
+    """Journal on the crank pin B, bearing in the coupler's B end (turning with the coupler);
+    coupler–follower and follower–ground ideal: the chain O₄ → follower (ψ) → coupler (the
+    link from C to its B end, direction −u_φ) hangs from the fixed pivot (``_chain2``)."""
+    b_pt, vb, ab, alpha = _crank(p, q, v, t)
+    uf, up = q[2:4], q[4:6]
+    wf, wp = v[1], v[2]
+    b, c = p.coupler_length, p.follower_length
+    o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
+    c_pt = o4 + c * up
+    v_c = c * wp * perp(up)
+    r_b = c_pt - b * uf
+    v_b = v_c - b * wf * perp(uf)
+    kin = joints.JointKinematics(b_pt, vb, v[0], r_b, v_b, uf, wf)
+    jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
+    f_b = -jf.f_slots  # on the coupler's bearing
+    q1 = c * cross2(up, jnp.sum(f_b, axis=0))
+    q2 = joints.moment(f_b, jf.p_b, c_pt)
+    g = jnp.stack([0.0 * p.gravity, -p.gravity])
+    psidd, phidd = _chain2(g, 0.0 * o4, up, wp, c, 0.5 * c, p.follower_mass, p.follower_inertia,
+                           -uf, wf, 0.5 * b, p.coupler_mass, p.coupler_inertia, q1, q2)
+    return jnp.stack([alpha, phidd, psidd]), mem[None], (jf,)
+
+
+def _accel_follower_ground(cfg, p, q, v, aux, t):
+    """Journal on the follower's ground end, bearing fixed at O₄; crank–coupler and
+    coupler–follower ideal: the chain B → coupler (φ) → follower (the link from C to its
+    ground end, direction −u_ψ) hangs from the crank pin (``_chain2``)."""
+    b_pt, vb, ab, alpha = _crank(p, q, v, t)
+    uf, up = q[2:4], q[4:6]
+    wf, wp = v[1], v[2]
+    b, c = p.coupler_length, p.follower_length
+    c_pt = b_pt + b * uf
+    r_j = c_pt - c * up
+    v_j = vb + b * wf * perp(uf) - c * wp * perp(up)
+    o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
+    kin = joints.JointKinematics(r_j, v_j, wp, o4, 0.0 * o4, jnp.stack([1.0 + 0.0 * wp, 0.0 * wp]), 0.0 * wp)
+    jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
+    q1 = b * cross2(uf, jnp.sum(jf.f_slots, axis=0))
+    q2 = joints.moment(jf.f_slots, jf.p_j, c_pt)
+    g = jnp.stack([0.0 * p.gravity, -p.gravity])
+    phidd, psidd = _chain2(g, ab, uf, wf, b, 0.5 * b, p.coupler_mass, p.coupler_inertia,
+                           -up, wp, 0.5 * c, p.follower_mass, p.follower_inertia, q1, q2)
+    return jnp.stack([alpha, phidd, psidd]), mem[None], (jf,)
+
+
+_ACCEL = {"coupler_follower": _accel_coupler_follower, "crank_coupler": _accel_crank_coupler,
+          "follower_ground": _accel_follower_ground}
+
+
+def _accel(cfg, p, q, v, aux, t):
+    return _ACCEL[cfg.clearance_joint](cfg, p, q, v, aux, t)
 
 
 def initial_state(cfg: Config, p: Params):
@@ -406,15 +507,22 @@ def params(spec, cfg: Config, flat, dtype, t_end) -> Params:
     return p._replace(steady_start=jnp.asarray(t0, dtype))
 
 
-def stability_dt(p: Params, scheme):
+def stability_dt(p: Params, scheme, joint: str = "coupler_follower"):
     """Conservative stable dt [s]: the linearised Hertz stiffness at the penetration reached
-    when the lighter side (coupler about B or follower about O₄, as a mass J/L² at the joint)
-    hits at the crank-pin speed a·ω (as ``slider_crank.stability_dt``)."""
+    when the lighter side hits at the crank-pin speed a·ω (as ``slider_crank.stability_dt``).
+    Lighter side: coupler_follower — coupler about B or follower about O₄, as a mass J/L² at
+    the joint; crank_coupler / follower_ground — the coupler / follower end of the hanging
+    chain, bounded below by the free link's 1/(1/m + (L/2)²/J) (constraints only add mass)."""
     jp = p.joint
     l2, l3 = 0.5 * p.coupler_length, 0.5 * p.follower_length
-    m2 = (p.coupler_inertia + p.coupler_mass * l2 * l2) / p.coupler_length ** 2
-    m3 = (p.follower_inertia + p.follower_mass * l3 * l3) / p.follower_length ** 2
-    m = jnp.minimum(m2, m3)
+    if joint == "crank_coupler":
+        m = 1.0 / (1.0 / p.coupler_mass + l2 * l2 / p.coupler_inertia)
+    elif joint == "follower_ground":
+        m = 1.0 / (1.0 / p.follower_mass + l3 * l3 / p.follower_inertia)
+    else:
+        m2 = (p.coupler_inertia + p.coupler_mass * l2 * l2) / p.coupler_length ** 2
+        m3 = (p.follower_inertia + p.follower_mass * l3 * l3) / p.follower_length ** 2
+        m = jnp.minimum(m2, m3)
     v = p.crank_length * p.crank_speed
     n, K = jp.exponent, jp.stiffness
     delta = (0.5 * m * v * v * (n + 1) / K) ** (1.0 / (n + 1))
@@ -423,7 +531,7 @@ def stability_dt(p: Params, scheme):
 
 def check_params(spec, cfg: Config, p: Params, name):
     _clearance.check_bushing(cfg.joint, p.joint, name)
-    check_dt(cfg, np.asarray(stability_dt(p, cfg.scheme)), name)
+    check_dt(cfg, np.asarray(stability_dt(p, cfg.scheme, cfg.clearance_joint)), name)
 
 
 def joint_names(cfg: Config):
@@ -437,9 +545,9 @@ def describe(spec, cfg: Config):
             "continuous_contact_s": spec["integrator"]["continuous_contact_s"]}
 
 
-@partial(jax.jit, static_argnums=(2,))
-def _ideal_peaks_batch(p, t_end, n_samples):
-    return jax.vmap(lambda pp: ideal_peaks(pp, t_end, pp.steady_start, n_samples=n_samples))(p)
+@partial(jax.jit, static_argnums=(2, 3))
+def _ideal_peaks_batch(p, t_end, n_samples, joint):
+    return jax.vmap(lambda pp: ideal_peaks(pp, t_end, pp.steady_start, n_samples=n_samples, joint=joint))(p)
 
 
 def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
@@ -448,13 +556,13 @@ def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     acc = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_real], res.acc)
     revs = float(np.max(np.asarray(p.crank_speed))) * t_end / (2 * math.pi)
     n_samples = int(min(2 ** 18, max(4096, 2048 * math.ceil(revs)))) + 1
-    full, steady = _ideal_peaks_batch(p, t_end, n_samples)
+    full, steady = _ideal_peaks_batch(p, t_end, n_samples, cfg.clearance_joint)
     full = {k: np.asarray(v)[:n_real] for k, v in full.items()}
     steady = {k: np.asarray(v)[:n_real] for k, v in steady.items()}
     out = {}
+    rk = f"reaction_{cfg.clearance_joint}"
     _peak_columns(out, "contact_force", "_N", "ideal_peak_reaction_N", acc.peak_force.max(axis=1),
-                  acc.peak_force_steady.max(axis=1), full["reaction_coupler_follower"],
-                  steady["reaction_coupler_follower"])
+                  acc.peak_force_steady.max(axis=1), full[rk], steady[rk])
     _peak_columns(out, "follower_angular_acceleration", "_rad_per_s2",
                   "ideal_peak_follower_angular_acceleration_rad_per_s2", acc.peak_acc, acc.peak_acc_steady,
                   full["follower_angular_acceleration"], steady["follower_angular_acceleration"])
@@ -477,7 +585,7 @@ def plots(outdir, spec, table, summary, hists, t):
                                       amplified=("contact_force", "follower_angular_acceleration"))
     chans = [("follower_angular_velocity_rad_per_s", "follower_angular_velocity", "follower ψ̇ [rad/s]"),
              ("follower_angular_acceleration_rad_per_s2", "follower_angular_acceleration", "follower ψ̈ [rad/s²]"),
-             ("contact_force_N", "reaction_coupler_follower", "joint force [N]")]
+             ("contact_force_N", f"reaction_{spec['model']['clearance_joint']}", "joint force [N]")]
     chans = [c for c in chans if c[0] in hists]
     if not chans or "crank_angle_rad" not in hists:
         return written
