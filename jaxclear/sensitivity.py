@@ -96,11 +96,10 @@ def check_keys(spec, keys):
 
 
 def _n_ideal_samples(spec, plan_):
-    """≥ 1024 samples per crank revolution of the fastest variant (as ``sweep.chunk_metrics``)."""
+    """The ideal-mechanism sample count ``jaxclear run`` uses for this sweep (fastest variant)."""
     flat = sweep._variant_flat(spec, plan_, np.arange(plan_.n_variants))
     rpm = float(np.max(np.asarray(flat["model.crank_speed_rpm"])))
-    revs = rpm * 2 * math.pi / 60 * plan_.t_end / (2 * math.pi)
-    return int(min(2 ** 18, max(2048, 1024 * math.ceil(revs)))) + 1
+    return sc.n_ideal_samples(rpm * 2 * math.pi / 60, plan_.t_end)
 
 
 def metric_function(spec, plan_: sweep.Plan, keys, checkpoint=False, cfg=None):
@@ -131,9 +130,7 @@ def metric_function(spec, plan_: sweep.Plan, keys, checkpoint=False, cfg=None):
             p = p._replace(joint=p.joint._replace(points=pts + dr[:, None] * u))
         acc = sc.simulate(cfg, p).acc
         ideal, _ = sc.ideal_peaks(p, t_end, p.steady_start, n_samples=n_samples)
-        ref = ideal["reaction_" + names[0]]
-        for nm in names[1:]:
-            ref = jnp.maximum(ref, ideal["reaction_" + nm])
+        ref = sc.reaction_reference(ideal, names)
         ref_a = ideal["slider_acceleration"]
         pf, pa = jnp.max(acc.peak_force), acc.peak_acc
         sf = metrics.smooth_peak(acc.lse_force, acc.steps)

@@ -23,6 +23,7 @@ Benchmark values (Flores et al. 2008, Table 1): crank 0.05 m, rod 0.12 m; masses
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from dataclasses import dataclass
@@ -572,6 +573,19 @@ def warn_float32(spec, cols):
                       stacklevel=4)
 
 
+def n_ideal_samples(max_crank_speed_rad_per_s, t_end):
+    """Samples of the ideal mechanism over [0, t_end]: ≥ 1024 per crank revolution of the
+    fastest variant (peak sampling error < 1e-5), at least 2049, at most 2^18 + 1."""
+    revs = max_crank_speed_rad_per_s * t_end / (2 * math.pi)
+    return int(min(2 ** 18, max(2048, 1024 * math.ceil(revs)))) + 1
+
+
+def reaction_reference(ideal_peaks_, names):
+    """The ideal reference of the contact-force amplification: the largest ideal reaction
+    peak over the clearance joints ``names`` (from ``ideal_peaks``; arrays or traced)."""
+    return functools.reduce(jnp.maximum, [ideal_peaks_["reaction_" + n] for n in names])
+
+
 @partial(jax.jit, static_argnums=(2,))
 def _ideal_peaks_batch(p, t_end, n_samples):
     return jax.vmap(lambda pp: ideal_peaks(pp, t_end, pp.steady_start, n_samples=n_samples))(p)
@@ -604,16 +618,13 @@ def motion_columns(out, acc, names):
 def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     """Metrics table rows (dict of arrays) for one chunk."""
     acc = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_real], res.acc)
-    # ≥ 1024 samples per crank revolution of the fastest variant: peak sampling error < 1e-5.
-    revs = float(np.max(np.asarray(p.crank_speed))) * t_end / (2 * math.pi)
-    n_samples = int(min(2 ** 18, max(2048, 1024 * math.ceil(revs)))) + 1
+    n_samples = n_ideal_samples(float(np.max(np.asarray(p.crank_speed))), t_end)
     ideal_full, ideal_steady = _ideal_peaks_batch(p, t_end, n_samples)
     ideal_full = {k: np.asarray(v)[:n_real] for k, v in ideal_full.items()}
     ideal_steady = {k: np.asarray(v)[:n_real] for k, v in ideal_steady.items()}
     names = JOINTS[cfg.clearance_joint]
     out = {}
-    ref = np.maximum.reduce([ideal_full["reaction_" + n] for n in names])
-    refs = np.maximum.reduce([ideal_steady["reaction_" + n] for n in names])
+    ref, refs = (np.asarray(reaction_reference(d, names)) for d in (ideal_full, ideal_steady))
     _peak_columns(out, "contact_force", "_N", "ideal_peak_reaction_N",
                   acc.peak_force.max(axis=1), acc.peak_force_steady.max(axis=1), ref, refs)
     _peak_columns(out, "slider_acceleration", "_m_per_s2", "ideal_peak_slider_acceleration_m_per_s2",
