@@ -299,18 +299,32 @@ def cmd_status(args):
     return 0
 
 
-def cmd_sensitivity(args):
-    """Derivatives of the peak metrics w.r.t. spec keys (``jaxclear.sensitivity``)."""
-    from . import sensitivity, spec as specmod
-    keys = [k.strip() for k in ",".join(args.wrt).split(",") if k.strip()]
+def _log(args):
+    """Progress messages on stderr unless --quiet."""
+    return None if args.quiet else (lambda m: print(m, file=sys.stderr))
+
+
+def _load_and_compute(args, compute):
+    """Load ``args.spec`` with its --set overrides and return (compute(spec), output dir);
+    a SpecError (bad spec or input) is printed and gives None (exit status 2)."""
+    from . import spec as specmod
     try:
         spec = specmod.load(args.spec, args.set or ())
-        res = sensitivity.compute(spec, keys, mode=args.mode,
-                                  log=None if args.quiet else (lambda m: print(m, file=sys.stderr)))
+        res = compute(spec)
     except specmod.SpecError as err:
         print(f"jaxclear: error: {err}", file=sys.stderr)
+        return None
+    return res, Path(args.out) if args.out else Path("runs") / spec["sweep"]["name"]
+
+
+def cmd_sensitivity(args):
+    """Derivatives of the peak metrics w.r.t. spec keys (``jaxclear.sensitivity``)."""
+    from . import sensitivity
+    keys = [k.strip() for k in ",".join(args.wrt).split(",") if k.strip()]
+    got = _load_and_compute(args, lambda spec: sensitivity.compute(spec, keys, mode=args.mode, log=_log(args)))
+    if got is None:
         return 2
-    out = Path(args.out) if args.out else Path("runs") / spec["sweep"]["name"]
+    res, out = got
     sensitivity.write(res, out)
     n = len(res["finite"])
     print(f"{n} variant(s), {res['steps_per_variant']} steps, {res['mode']} mode: "
@@ -327,15 +341,11 @@ def cmd_sensitivity(args):
 
 def cmd_identify(args):
     """Fit clearance parameters to a measurement (``jaxclear.identify``)."""
-    from . import identify, spec as specmod
-    try:
-        spec = specmod.load(args.spec, args.set or ())
-        res = identify.fit(spec, log=None if args.quiet else (lambda m: print(m, file=sys.stderr)),
-                           iterations=args.iterations)
-    except specmod.SpecError as err:
-        print(f"jaxclear: error: {err}", file=sys.stderr)
+    from . import identify
+    got = _load_and_compute(args, lambda spec: identify.fit(spec, log=_log(args), iterations=args.iterations))
+    if got is None:
         return 2
-    out = Path(args.out) if args.out else Path("runs") / spec["sweep"]["name"]
+    res, out = got
     identify.write(res, out)
     print(f"{res['optimizer']}, {res['iterations']} iterations x {len(res['starts'])} starts: "
           f"loss {res['loss']:.4g} ({res['wall_s']:.3g} s)")
