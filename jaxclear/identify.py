@@ -5,7 +5,8 @@ A spec for ``jaxclear identify`` is a sweep spec of one variant (the model) plus
     [identify]      signal = "slider_acceleration_m_per_s2"  (a saved history channel)
                     loss = "history" | "integral" | "features" | "both";  smooth_window = 1 (samples, moving mean)
                     or a list [60, 20, ...]: continuation stages, the iterations split between them
-                    optimizer = "adam" | "lbfgs";  iterations, learning_rate, starts, seed
+                    optimizer = "adam" | "lbfgs" | "lm";  iterations, learning_rate, starts, seed
+                    screen = 0 (off) or N: a forward-only stage over N candidates first
     [identify.parameters]
                     "joint.clearance_m" = { initial = [lo, hi], bounds = [lo, hi] }   (one per key)
     [measurement]   path = "meas.csv", time_column = "time_s", signal_column = "..._m_per_s2"
@@ -33,8 +34,13 @@ starting where the previous ended.  Adam runs with a cosine decay of the learnin
 
 Bounds by reparametrisation: θ = lo + (hi − lo)·sigmoid(u), so every iterate is admissible
 (clearance > 0, wear inside its range).  Starts: ``starts`` points drawn by Latin hypercube in
-the ``initial`` ranges, optimised together under ``vmap`` (optax Adam, or optax L-BFGS with its
-zoom line search); the best final loss wins.  Uncertainty: Gauss–Newton at the optimum,
+the ``initial`` ranges — or, with ``screen = N``, the ``starts`` best of N Latin-hypercube
+candidates by the first stage's loss (forward simulations only, vmapped in batches: a global
+stage that finds the basin in a wide box) — optimised together under ``vmap``: optax Adam,
+optax L-BFGS with its zoom line search, or Levenberg–Marquardt on the residual vector
+(``lm``: forward-mode Jacobian, one tangent per parameter, a step is taken only if it lowers
+the loss; ``learning_rate`` is not used).  Every start ends at the best point it visited; the
+best final loss wins.  Uncertainty: Gauss–Newton at the optimum,
 Cov θ = s² (JᵀJ)⁻¹ with J = ∂r/∂θ of the residuals r_j = y_j(θ) − ŷ_j and
 s² = rᵀr/(n − K), times the window w (see gauss_newton_std) (Seber & Wild, Nonlinear Regression, ch. 2).
 """
@@ -57,9 +63,12 @@ from . import spec as specmod, sweep
 from .mechanisms import slider_crank as sc
 
 LOSSES = ("history", "integral", "features", "both")
-OPTIMIZERS = ("adam", "lbfgs")
+OPTIMIZERS = ("adam", "lbfgs", "lm")
+LM_LAMBDA0 = 1e-2  # initial Levenberg–Marquardt damping (relative to diag JᵀJ)
 DEFAULTS = {"signal": "slider_acceleration_m_per_s2", "loss": "history", "smooth_window": 1,
-            "optimizer": "adam", "iterations": 100, "learning_rate": 0.05, "starts": 4, "seed": 0}
+            "optimizer": "adam", "iterations": 100, "learning_rate": 0.05, "starts": 4, "seed": 0,
+            "screen": 0}
+SCREEN_BATCH = 1024  # candidates per vmapped forward batch of the screening stage
 FEATURE_P = 16.0
 
 
@@ -87,11 +96,14 @@ def settings(spec):
     s["smooth_window"] = sw = sw if isinstance(sw, list) else [sw]
     if not sw or not all(isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= 10000 for w in sw):
         _err(f"identify.smooth_window = {raw.get('smooth_window')!r} must be an integer in [1, 10000] or a list of them")
-    for k, lo, hi in (("iterations", 1, 100000), ("starts", 1, 4096), ("seed", 0, 2**63 - 1)):
+    for k, lo, hi in (("iterations", 1, 100000), ("starts", 1, 4096), ("seed", 0, 2**63 - 1),
+                      ("screen", 0, 1 << 20)):
         if not isinstance(s[k], int) or isinstance(s[k], bool) or not lo <= s[k] <= hi:
             _err(f"identify.{k} = {s[k]!r} must be an integer in [{lo}, {hi}]")
     if not isinstance(s["learning_rate"], (int, float)) or not 0 < s["learning_rate"] <= 10:
         _err(f"identify.learning_rate = {s['learning_rate']!r} must be in (0, 10]")
+    if 0 < s["screen"] < s["starts"]:
+        _err(f"identify.screen = {s['screen']} must be 0 (off) or at least identify.starts = {s['starts']}")
     if not isinstance(params, dict) or not params:
         _err("identify.parameters: give at least one key to fit, e.g. "
              "\"joint.clearance_m\" = { initial = [2e-4, 3e-4], bounds = [1e-5, 1e-3] }")
@@ -225,30 +237,58 @@ def measurement(spec, problem: Problem):
     return y, {"truth": {k: float(v) for k, v in truth.items()}, "noise_std": sd, "noise_seed": seed}
 
 
-def loss_function(problem: Problem, y_meas, kind="history"):
-    """L(θ) of the module docstring."""
+def residual_function(problem: Problem, y_meas, kind="history"):
+    """r(θ) with L(θ) = Σ r² (the losses of the module docstring as scaled residual vectors,
+    the form Levenberg–Marquardt and the Gauss–Newton covariance work on)."""
     ym = jnp.asarray(y_meas, problem.dtype)
-    scale = jnp.mean(ym * ym)
+    n = ym.shape[0]
+    s_h = jnp.sqrt(n * jnp.mean(ym * ym))
     Ym = jnp.cumsum(ym)
-    scale_i = jnp.mean(Ym * Ym)
+    s_i = jnp.sqrt(n * jnp.mean(Ym * Ym))  # Δt cancels in the ratio
     fm = features(ym)
 
-    def loss(theta):
+    def residuals(theta):
         y = problem.signal_of(theta)
         if kind == "history":
-            return jnp.mean((y - ym) ** 2) / scale
-        if kind == "integral":  # Δt cancels in the ratio
-            return jnp.mean((jnp.cumsum(y) - Ym) ** 2) / scale_i
-        lf = jnp.sum(((features(y) - fm) / fm) ** 2)
-        return lf if kind == "features" else lf + jnp.mean((y - ym) ** 2) / scale
+            return (y - ym) / s_h
+        if kind == "integral":
+            return (jnp.cumsum(y) - Ym) / s_i
+        rf = (features(y) - fm) / fm
+        return rf if kind == "features" else jnp.concatenate([rf, (y - ym) / s_h])
 
-    return loss
+    return residuals
+
+
+def loss_function(problem: Problem, y_meas, kind="history"):
+    """L(θ) = Σ r(θ)² of the module docstring (``residual_function``)."""
+    r = residual_function(problem, y_meas, kind)
+    return lambda theta: jnp.sum(r(theta) ** 2)
 
 
 def _starts(lo, hi, ilo, ihi, n, seed):
     rng = np.random.default_rng(seed)
     u = specmod.latin_hypercube(n, len(lo), rng) if n > 1 else np.full((1, len(lo)), 0.5)
     return ilo + (ihi - ilo) * u
+
+
+def screen(loss, lo, hi, ilo, ihi, n, keep, seed, dtype):
+    """The ``keep`` best of ``n`` Latin-hypercube candidates in the initial box, by the loss.
+
+    A forward-only global stage: the candidates are simulated in vmapped batches of
+    ``SCREEN_BATCH`` (no gradients, so thousands cost about as much as a few optimiser steps),
+    non-finite losses rank last.  Returns (θ of the kept candidates, best first; their losses;
+    the losses of all candidates)."""
+    cand = _starts(lo, hi, ilo, ihi, n, seed)
+    f = jax.jit(jax.vmap(loss))
+    ls = []
+    for i in range(0, n, SCREEN_BATCH):
+        blk = cand[i:i + SCREEN_BATCH]
+        pad = np.concatenate([blk, np.repeat(blk[-1:], SCREEN_BATCH - len(blk), 0)]) if n > SCREEN_BATCH else blk
+        ls.append(np.asarray(f(jnp.asarray(pad, dtype)))[:len(blk)])
+    ls = np.concatenate(ls)
+    ls = np.where(np.isfinite(ls), ls, np.inf)
+    order = np.argsort(ls, kind="stable")[:keep]
+    return cand[order], ls[order], ls
 
 
 def gauss_newton_std(problem: Problem, y_meas, theta):
@@ -271,8 +311,33 @@ def gauss_newton_std(problem: Problem, y_meas, theta):
     return np.sqrt(np.maximum(np.diag(cov), 0.0)), cov
 
 
-def _optimise(obj, u0, s, iterations):
-    """``iterations`` optimiser steps from every start (rows of u0) at once; returns (u, losses)."""
+def _lm_step(res, u, lam):
+    """One Levenberg–Marquardt step on L(u) = Σ r(u)² (Marquardt 1963, diagonal scaling):
+    solve (JᵀJ + λ·diag JᵀJ) δ = −Jᵀr, take u + δ if it lowers L (then λ/3), else stay (λ·4).
+    J comes from forward mode (one tangent per fitted parameter: cheap for a few parameters)."""
+    r, J = res(u), jax.jacfwd(res)(u)
+    val = r @ r
+    A, g = J.T @ J, J.T @ r
+    d = jnp.diag(A)
+    d = d + 1e-12 * jnp.max(d) + jnp.finfo(d.dtype).tiny  # a parameter without effect stays put
+    delta = -jnp.linalg.solve(A + lam * jnp.diag(d), g)
+    trial = u + delta
+    rt = res(trial)
+    new = rt @ rt
+    ok = jnp.isfinite(new) & (new < val)
+    return jnp.where(ok, trial, u), jnp.where(ok, lam / 3.0, lam * 4.0), val
+
+
+def _optimise(res, u0, s, iterations):
+    """``iterations`` optimiser steps from every start (rows of u0) at once; returns (u, losses).
+
+    res(u): the residual vector in the unbounded coordinates; the loss is Σ res(u)²."""
+    obj = lambda uu: jnp.sum(res(uu) ** 2)
+    if s["optimizer"] == "lm":
+        step = lambda u, lam: _lm_step(res, u, lam)
+        st = jnp.full(u0.shape[:1], LM_LAMBDA0, u0.dtype)
+        vstep = jax.jit(jax.vmap(step))
+        return _iterate(vstep, obj, u0, st, iterations)
     if s["optimizer"] == "adam":
         lr = optax.cosine_decay_schedule(s["learning_rate"], max(iterations, 1), alpha=0.05)
         opt = optax.adam(lr)
@@ -290,13 +355,26 @@ def _optimise(obj, u0, s, iterations):
             upd, st = opt.update(g, st, u, value=val, grad=g, value_fn=obj)
             return optax.apply_updates(u, upd), st, val
 
-    vstep = jax.jit(jax.vmap(step))
-    st = jax.vmap(opt.init)(u0)
+    return _iterate(jax.jit(jax.vmap(step)), obj, u0, jax.vmap(opt.init)(u0), iterations)
+
+
+def _iterate(vstep, obj, u0, st, iterations):
+    """Run a vmapped step; each start ends at the best point it visited."""
     u, hist = u0, []
+    best_u, best = np.array(u0), np.full(u0.shape[0], np.inf)
     for _ in range(iterations):
+        u_before = np.asarray(u)
         u, st, val = vstep(u, st)
-        hist.append(np.asarray(val))
-    return u, hist
+        val = np.asarray(val)  # the loss at u_before
+        hist.append(val)
+        better = np.isfinite(val) & (val < best)
+        best_u[better], best[better] = u_before[better], val[better]
+    # an optimiser step may leave the basin (Adam's fixed step near a kink): each start ends at
+    # the best point it visited, so a fit never ends worse than its start (or its screening)
+    last = np.asarray(jax.jit(jax.vmap(obj))(u))
+    better = np.isfinite(last) & (last < best)
+    best_u[better] = np.asarray(u)[better]
+    return jnp.asarray(best_u), hist
 
 
 def fit(spec_or_path, overrides=(), log=None, iterations=None):
@@ -313,17 +391,29 @@ def fit(spec_or_path, overrides=(), log=None, iterations=None):
     y_raw, source = measurement(spec, prob)
     dt = prob.dtype
     lo_j, hi_j = jnp.asarray(lo, dt), jnp.asarray(hi, dt)
-    theta_init = _starts(lo, hi, ilo, ihi, s["starts"], s["seed"])
-    u = jnp.asarray(to_unbounded(jnp.asarray(theta_init, dt), lo_j, hi_j))
     t0 = time.perf_counter()
+    screened = None
+    if s["screen"]:
+        prob.w = stages[0]
+        y0 = np.asarray(moving_mean(jnp.asarray(y_raw, dt), stages[0]))
+        theta_init, kept, all_l = screen(loss_function(prob, y0, s["loss"]), lo, hi, ilo, ihi,
+                                         s["screen"], s["starts"], s["seed"], dt)
+        screened = {"candidates": int(s["screen"]), "kept_losses": kept.tolist(),
+                    "finite": int(np.isfinite(all_l).sum()), "median_loss": float(np.median(all_l))}
+        if log:
+            log(f"identify: screened {s['screen']} candidates, kept {s['starts']} (best loss {kept[0]:.4g})")
+    else:
+        theta_init = _starts(lo, hi, ilo, ihi, s["starts"], s["seed"])
+    u = jnp.asarray(to_unbounded(jnp.asarray(theta_init, dt), lo_j, hi_j))
     hist = []
     n_it = s["iterations"]
     per = [n_it // len(stages) + (1 if i < n_it % len(stages) else 0) for i in range(len(stages))]
     for si, (w, its) in enumerate(zip(stages, per)):
         prob.w = w
         y_meas = np.asarray(moving_mean(jnp.asarray(y_raw, dt), w))
-        obj = (lambda loss: (lambda uu: loss(to_bounded(uu, lo_j, hi_j))))(loss_function(prob, y_meas, s["loss"]))
-        u, h = _optimise(obj, u, s, its)
+        res = (lambda r: (lambda uu: r(to_bounded(uu, lo_j, hi_j))))(residual_function(prob, y_meas, s["loss"]))
+        obj = lambda uu, res=res: jnp.sum(res(uu) ** 2)
+        u, h = _optimise(res, u, s, its)
         hist.extend(h)
         if log:
             log(f"identify: stage {si + 1}/{len(stages)} (window {w}) done, best loss {np.nanmin(h[-1]):.4g}")
@@ -346,7 +436,7 @@ def fit(spec_or_path, overrides=(), log=None, iterations=None):
         "starts": [{"initial": {k: float(theta_init[j][i]) for i, k in enumerate(keys)},
                     "value": {k: float(to_bounded(u[j], lo_j, hi_j)[i]) for i, k in enumerate(keys)},
                     "loss": float(final[j])} for j in range(len(final))],
-        "best_start": best, "covariance": cov.tolist(), "signal": s["signal"],
+        "best_start": best, "screen": screened, "covariance": cov.tolist(), "signal": s["signal"],
         "source": source, "wall_s": wall,
         "_history": np.array(hist), "_t": prob.t, "_y_meas": y_meas, "_y_fit": y_fit, "_y_init": y_init,
     }
