@@ -8,7 +8,7 @@ import pytest
 
 import jaxclear  # noqa: F401  (float64)
 from jaxclear import joints, spec as specmod, store, sweep
-from jaxclear.mechanisms import four_bar as fb
+from jaxclear.mechanisms import _clearance, four_bar as fb
 
 
 def test_ideal_loop_closes_and_rates_are_derivatives():
@@ -48,23 +48,27 @@ def test_crank_at_rest_settles_on_the_static_reaction(joint):
     # Gravity only, crank held at θ₀: the journal drops onto the bearing, the impacts die out
     # (e = 0.3) and friction stops the journal rolling along the bearing wall (without it that
     # mode is an undamped pendulum); the total contact force then carries the static reaction
-    # at the clearance joint of the inverse dynamics with zero rates (to O(c/L)).  The three
+    # at each clearance joint of the inverse dynamics with zero rates (to O(c/L)).  The three
     # joints carry different static loads (0.86, 1.02, 2.39 N), so a force routed to the wrong
     # body or point fails.
+    names = fb.JOINTS[joint]
     p = fb.benchmark_params(clearance=1e-5, crank_speed=0.0, ramp_time=0.0, restitution=0.3,
                             friction_coefficient=0.3)
+    p = p._replace(joint=_clearance.stacked(p.joint, len(names)))
     cfg = fb.Config(clearance_joint=joint, dt=1e-6, n_saves=30, save_every=1000, outputs=("contact_force_N",),
                     joint=joints.JointConfig(friction="ambrosio"))
     r = jax.jit(lambda pp: fb.simulate(cfg, pp))(p)
     ide = fb.ideal(p, 0.0)
-    static = float(ide[f"reaction_{joint}"][0])
-    others = [float(ide[f"reaction_{j}"][0]) for j in fb.JOINTS if j != joint]
-    assert min(abs(o / static - 1) for o in others) > 0.1
-    f = np.asarray(r.history["contact_force_N"][:, 0])
-    assert 0.5 < static < 5.0  # link weights ~ 1.5 N + 1.8 N shared between the pivots
-    assert int(r.acc.impacts[0]) >= 1
-    assert abs(np.mean(f[-10:]) / static - 1) < 1e-3  # measured 2e-5, 4e-4, 1e-4
-    assert np.all(np.abs(f[-10:] / static - 1) < 1e-2)  # measured 3e-3, 6e-3, 1e-3
+    for i, name in enumerate(names):
+        static = float(ide[f"reaction_{name}"][0])
+        others = [float(ide[f"reaction_{j}"][0]) for j in ("coupler_follower", "crank_coupler", "follower_ground")
+                  if j != name]
+        assert min(abs(o / static - 1) for o in others) > 0.1
+        f = np.asarray(r.history["contact_force_N"][:, i])
+        assert 0.5 < static < 5.0  # link weights ~ 1.5 N + 1.8 N shared between the pivots
+        assert int(r.acc.impacts[i]) >= 1
+        assert abs(np.mean(f[-10:]) / static - 1) < 1e-3  # measured 2e-5 .. 4e-4
+        assert np.all(np.abs(f[-10:] / static - 1) < 1e-2)  # measured 1e-3 .. 6e-3
 
 
 @pytest.mark.parametrize("joint", ["crank_coupler", "follower_ground"])
@@ -116,18 +120,25 @@ def test_four_bar_spec_runs_through_the_sweep(tmp_path):
     assert (tmp_path / "fb" / "plots" / "journal_orbits.png").exists()
 
 
-def test_four_bar_spec_with_clearance_at_another_joint(tmp_path):
-    sp = {"model": {"mechanism": "four_bar", "clearance_joint": "follower_ground", "ramp_time_s": 0.0},
+@pytest.mark.parametrize("joint", ["follower_ground", "coupler_ends"])
+def test_four_bar_spec_with_clearance_at_other_joints(tmp_path, joint):
+    sp = {"model": {"mechanism": "four_bar", "clearance_joint": joint, "ramp_time_s": 0.0},
           "sweep": {"name": "fb_ground"}, "integrator": {"t_end_s": 1e-3, "save_every": 20},
           "outputs": {"plots": False, "histories": ["contact_force_N"]},
           "axes": {"joint.clearance_m": {"values": [0.1e-3]}}}
     table, summary, hists = sweep.run(sp, out=tmp_path / "fb", log=None, compile_cache=False)
-    assert summary["clearance_joint"] == "follower_ground"
-    assert list(store.open(tmp_path / "fb", mode="r").attrs["joints"]) == ["follower_ground"]
+    names = list(fb.JOINTS[joint])
+    assert summary["clearance_joint"] == joint
+    assert list(store.open(tmp_path / "fb", mode="r").attrs["joints"]) == names
     p = fb.benchmark_params(clearance=0.1e-3, ramp_time=0.0)
     ide = fb.ideal(p, jnp.linspace(0.0, 1e-3, 2001))
-    assert table["ideal_peak_reaction_N"][0] == pytest.approx(float(jnp.max(ide["reaction_follower_ground"])), rel=1e-3)
+    ref = max(float(jnp.max(ide[f"reaction_{n}"])) for n in names)
+    assert table["ideal_peak_reaction_N"][0] == pytest.approx(ref, rel=1e-3)
     assert np.all(table["finite"]) and np.all(np.isfinite(hists["contact_force_N"]))
+    assert hists["contact_force_N"].shape[-1] == len(names)
+    if len(names) > 1:
+        for n in names:
+            assert np.isfinite(table[f"peak_contact_force_{n}_N"][0]) and f"free_flight_fraction_{n}" in table
     with pytest.raises(specmod.SpecError, match="model.clearance_joint = 'rod_slider'"):
         specmod.load({"model": {"mechanism": "four_bar", "clearance_joint": "rod_slider"}})
 

@@ -1,10 +1,11 @@
-"""Planar four-bar (crank–rocker) with one revolute clearance joint (``model.clearance_joint``).
+"""Planar four-bar (crank–rocker) with revolute clearance joints (``model.clearance_joint``).
 
 Seed 001 (finite particle method, §3.1): crank driven counter-clockwise from rest, its speed
 ramped linearly to ω = 50π rad/s over 0.12 s, run to 0.14 s; the crank starts perpendicular
 to the ground; the coupler–follower joint has clearance, the other three are ideal (the
 default, ``"coupler_follower"``; ``"crank_coupler"`` and ``"follower_ground"`` put the
-clearance at the crank pin or the follower's ground pivot instead, see below).  Seed 001
+clearance at the crank pin or the follower's ground pivot instead, ``"coupler_ends"`` at both
+ends of the coupler, see below).  Seed 001
 reports the amplification factors DE_α = (α_c − α_i)/α_i = 66.9 % of the follower angular
 acceleration and DE_F = 16.6 % of the joint force over one crank cycle (its link tables are
 lost from the text: our values are in ``benchmark_params`` and docs/mechanisms.md).
@@ -22,7 +23,9 @@ F the contact force on the journal (coupler end C) at its points p_J, −F on th
 another joint the two free links hang in series (``_chain2``, 2×2 mass matrix): for
 ``"crank_coupler"`` O₄ → follower → coupler, journal on the crank pin B, bearing in the
 coupler's B end (turning with the coupler); for ``"follower_ground"`` B → coupler →
-follower, journal on the follower's ground end, bearing fixed at O₄.  Orientations are
+follower, journal on the follower's ground end, bearing fixed at O₄; for ``"coupler_ends"``
+(crank–coupler and coupler–follower both with clearance) the coupler is a free body with its
+centre of mass in q[6:8] (``_accel_coupler_ends``, diagonal mass matrix).  Orientations are
 carried as (cos, sin) pairs as in ``slider_crank``.  The ideal four-bar (``ideal``) is
 closed-form position analysis, two 2×2 velocity/acceleration solves and inverse dynamics for
 the three joint reactions.
@@ -46,7 +49,7 @@ from . import _clearance
 from .slider_crank import _crank, _drift, _peak_columns, check_dt, motion_columns
 
 JOINTS = {"coupler_follower": ("coupler_follower",), "crank_coupler": ("crank_coupler",),
-          "follower_ground": ("follower_ground",)}
+          "follower_ground": ("follower_ground",), "coupler_ends": ("crank_coupler", "coupler_follower")}
 CLEARANCE_JOINTS = tuple(JOINTS)
 
 OUTPUT_CHANNELS = {
@@ -76,7 +79,7 @@ class Config(_clearance.ClearanceConfig):
 
     @property
     def n_joints(self) -> int:
-        return 1
+        return len(JOINTS[self.clearance_joint])
 
 
 class Params(NamedTuple):
@@ -236,11 +239,11 @@ def ideal(p: Params, t):
 
 
 def ideal_peaks(p: Params, t_end, steady_start, n_samples: int = 20001, joint: str = "coupler_follower"):
-    """Peaks of |ψ̈| and of the reaction at ``joint`` of the ideal four-bar over [0, t_end] and
-    [steady_start, t_end]."""
+    """Peaks of |ψ̈| and of the reactions at the joints of ``JOINTS[joint]`` of the ideal
+    four-bar over [0, t_end] and [steady_start, t_end]."""
     t = jnp.linspace(0.0, 1.0, n_samples) * t_end
     ts = steady_start + jnp.linspace(0.0, 1.0, n_samples) * (t_end - steady_start)
-    keys = ("follower_angular_acceleration", f"reaction_{joint}")
+    keys = ("follower_angular_acceleration",) + tuple(f"reaction_{n}" for n in JOINTS[joint])
     full, st = ideal(p, t), ideal(p, ts)
     return ({k: jnp.max(jnp.abs(full[k])) for k in keys}, {k: jnp.max(jnp.abs(st[k])) for k in keys})
 
@@ -339,8 +342,39 @@ def _accel_follower_ground(cfg, p, q, v, aux, t):
     return jnp.stack([alpha, phidd, psidd]), mem[None], (jf,)
 
 
+def _accel_coupler_ends(cfg, p, q, v, aux, t):
+    """Clearance at both coupler ends (crank pin in the coupler's B bearing, coupler end C in
+    the follower's bearing): the coupler is a free body, centre of mass G = q[6:8] with
+    velocity v[3:5]; the follower swings about O₄; diagonal mass matrix:
+
+        m₂ G̈ = −F_B + F_C + m₂g,   J₂ φ̈ = Σ (p_B − G) × (−F_B) + Σ (p_J − G) × F_C,
+        (J₃ + m₃l₃²) ψ̈ = −m₃ g l₃ cos ψ − Σ (p_D − O₄) × F_C,
+
+    F_B, F_C the contact forces on the journals (crank pin, coupler end C)."""
+    b_pt, vb, ab, alpha = _crank(p, q, v, t)
+    uf, up = q[2:4], q[4:6]
+    wf, wp = v[1], v[2]
+    gc, vg = q[6:8], v[3:5]
+    b, c = p.coupler_length, p.follower_length
+    l2, l3 = 0.5 * b, 0.5 * c
+    o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
+    jp1 = jax.tree_util.tree_map(lambda x: x[0], p.joint)
+    jp2 = jax.tree_util.tree_map(lambda x: x[1], p.joint)
+    kin1 = joints.JointKinematics(b_pt, vb, v[0], gc - l2 * uf, vg - l2 * wf * perp(uf), uf, wf)
+    jf1, mem1 = joints.evaluate(cfg.joint, jp1, kin1, aux[0])
+    kin2 = joints.JointKinematics(gc + l2 * uf, vg + l2 * wf * perp(uf), wf, o4 + c * up, c * wp * perp(up), up, wp)
+    jf2, mem2 = joints.evaluate(cfg.joint, jp2, kin2, aux[1])
+    g = jnp.stack([0.0 * p.gravity, -p.gravity])
+    ag = (-jf1.force + jf2.force) / p.coupler_mass + g
+    tau2 = joints.moment(-jf1.f_slots, jf1.p_b, gc) + joints.moment(jf2.f_slots, jf2.p_j, gc)
+    jo = p.follower_inertia + p.follower_mass * l3 * l3
+    tau3 = -p.follower_mass * p.gravity * l3 * up[0] + joints.moment(-jf2.f_slots, jf2.p_b, o4)
+    a = jnp.concatenate([jnp.stack([alpha, tau2 / p.coupler_inertia, tau3 / jo]), ag])
+    return a, jnp.stack([mem1, mem2]), (jf1, jf2)
+
+
 _ACCEL = {"coupler_follower": _accel_coupler_follower, "crank_coupler": _accel_crank_coupler,
-          "follower_ground": _accel_follower_ground}
+          "follower_ground": _accel_follower_ground, "coupler_ends": _accel_coupler_ends}
 
 
 def _accel(cfg, p, q, v, aux, t):
@@ -354,19 +388,24 @@ def initial_state(cfg: Config, p: Params):
     pair = lambda x: jnp.stack([jnp.cos(x), jnp.sin(x)])
     q = jnp.concatenate([pair(k["theta"]), pair(k["phi"]), pair(k["psi"])])
     v = jnp.stack([k["theta_dot"], k["phi_dot"], k["psi_dot"]])
-    aux = joints.initial_memory(cfg.joint, q.dtype)[None]
+    if cfg.clearance_joint == "coupler_ends":  # the coupler's centre of mass, free
+        uf = pair(k["phi"])
+        vb = p.crank_length * k["theta_dot"] * perp(pair(k["theta"]))
+        q = jnp.concatenate([q, k["B"] + 0.5 * p.coupler_length * uf])
+        v = jnp.concatenate([v, vb + 0.5 * p.coupler_length * k["phi_dot"] * perp(uf)])
+    aux = jnp.stack([joints.initial_memory(cfg.joint, q.dtype)] * cfg.n_joints)
     return q, v, aux
 
 
 def _outputs(cfg, q, v, a, jfs):
-    (j,) = jfs
+    per = lambda f: jnp.stack([f(j) for j in jfs])  # one entry per clearance joint
     ch = {"crank_angle_rad": lambda: jnp.arctan2(q[1], q[0]),
-          "contact_force_N": lambda: safe_norm(j.force)[None],
-          "normal_force_N": lambda: jnp.sum(j.normal_force)[None],
-          "penetration_m": lambda: jnp.max(j.depth)[None],
-          "journal_x_m": lambda: j.e_local[0][None],
-          "journal_y_m": lambda: j.e_local[1][None],
-          "n_regions": lambda: j.n_regions.astype(q.dtype)[None],
+          "contact_force_N": lambda: per(lambda j: safe_norm(j.force)),
+          "normal_force_N": lambda: per(lambda j: jnp.sum(j.normal_force)),
+          "penetration_m": lambda: per(lambda j: jnp.max(j.depth)),
+          "journal_x_m": lambda: per(lambda j: j.e_local[0]),
+          "journal_y_m": lambda: per(lambda j: j.e_local[1]),
+          "n_regions": lambda: per(lambda j: j.n_regions.astype(q.dtype)),
           "follower_angle_rad": lambda: jnp.arctan2(q[5], q[4]),
           "follower_angular_velocity_rad_per_s": lambda: v[2],
           "follower_angular_acceleration_rad_per_s2": lambda: a[2],
@@ -398,16 +437,17 @@ def simulate(cfg: Config, p: Params, state0=None) -> Result:
     s0 = integrate.State(q0, v0, a0, aux0)
 
     def reduce(acc, out, i):
-        a, (j,), q, v, t = out
-        return metrics.update(acc, safe_norm(j.force)[None], a[2], jnp.any(j.active)[None],
-                              j.new_impacts[None], j.n_regions[None], t >= p.steady_start,
+        a, jfs, q, v, t = out
+        per = lambda f: jnp.stack([f(j) for j in jfs])
+        return metrics.update(acc, per(lambda j: safe_norm(j.force)), a[2], per(lambda j: jnp.any(j.active)),
+                              per(lambda j: j.new_impacts), per(lambda j: j.n_regions), t >= p.steady_start,
                               cfg.min_continuous_steps)
 
     def save(out):
         a, jfs, q, v, t = out
         return _outputs(cfg, q, v, a, jfs)
 
-    acc0 = metrics.init(1, q0.dtype)
+    acc0 = metrics.init(cfg.n_joints, q0.dtype)
     s, acc, hist = integrate.simulate(step, p, s0, acc0, reduce, cfg.n_saves, cfg.save_every,
                                       save=save if cfg.outputs else None, checkpoint=cfg.checkpoint)
     acc = metrics.finalize(acc, cfg.min_continuous_steps)
@@ -501,7 +541,7 @@ def params(spec, cfg: Config, flat, dtype, t_end) -> Params:
                follower_inertia=f("follower_inertia_kg_m2"), crank_speed=f("crank_speed_rad_per_s"),
                ramp_time=f("ramp_time_s"), crank_angle0=jnp.deg2rad(f("initial_crank_angle_deg")),
                gravity=f("gravity_m_per_s2"), steady_start=jnp.zeros((), dtype),
-               joint=_clearance.joint_params(spec, cfg.joint, flat, dtype))
+               joint=_clearance.stacked(_clearance.joint_params(spec, cfg.joint, flat, dtype), cfg.n_joints))
     travel = crank_angle(p, t_end)[0] - p.crank_angle0
     t0 = time_of_crank_travel(p, travel - 2 * math.pi * spec["integrator"]["steady_revolutions"])
     return p._replace(steady_start=jnp.asarray(t0, dtype))
@@ -512,19 +552,25 @@ def stability_dt(p: Params, scheme, joint: str = "coupler_follower"):
     when the lighter side hits at the crank-pin speed a·ω (as ``slider_crank.stability_dt``).
     Lighter side: coupler_follower — coupler about B or follower about O₄, as a mass J/L² at
     the joint; crank_coupler / follower_ground — the coupler / follower end of the hanging
-    chain, bounded below by the free link's 1/(1/m + (L/2)²/J) (constraints only add mass)."""
+    chain, bounded below by the free link's 1/(1/m + (L/2)²/J) (constraints only add mass);
+    coupler_ends — the free coupler's end or the follower about O₄."""
     jp = p.joint
     l2, l3 = 0.5 * p.coupler_length, 0.5 * p.follower_length
+    m2 = (p.coupler_inertia + p.coupler_mass * l2 * l2) / p.coupler_length ** 2
+    m3 = (p.follower_inertia + p.follower_mass * l3 * l3) / p.follower_length ** 2
+    m2_free = 1.0 / (1.0 / p.coupler_mass + l2 * l2 / p.coupler_inertia)
     if joint == "crank_coupler":
-        m = 1.0 / (1.0 / p.coupler_mass + l2 * l2 / p.coupler_inertia)
+        m = m2_free
     elif joint == "follower_ground":
         m = 1.0 / (1.0 / p.follower_mass + l3 * l3 / p.follower_inertia)
+    elif joint == "coupler_ends":
+        m = jnp.minimum(m2_free, m3)
     else:
-        m2 = (p.coupler_inertia + p.coupler_mass * l2 * l2) / p.coupler_length ** 2
-        m3 = (p.follower_inertia + p.follower_mass * l3 * l3) / p.follower_length ** 2
         m = jnp.minimum(m2, m3)
     v = p.crank_length * p.crank_speed
     n, K = jp.exponent, jp.stiffness
+    if K.ndim > m.ndim:  # two joints: take the stiffer
+        K, n = jnp.max(K, axis=-1), jnp.max(n, axis=-1)
     delta = (0.5 * m * v * v * (n + 1) / K) ** (1.0 / (n + 1))
     return integrate.stability_bound(scheme, n * K * delta ** (n - 1), m)
 
@@ -560,13 +606,23 @@ def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     full = {k: np.asarray(v)[:n_real] for k, v in full.items()}
     steady = {k: np.asarray(v)[:n_real] for k, v in steady.items()}
     out = {}
-    rk = f"reaction_{cfg.clearance_joint}"
+    names = JOINTS[cfg.clearance_joint]
+    ref = np.maximum.reduce([full["reaction_" + n] for n in names])
+    refs = np.maximum.reduce([steady["reaction_" + n] for n in names])
     _peak_columns(out, "contact_force", "_N", "ideal_peak_reaction_N", acc.peak_force.max(axis=1),
-                  acc.peak_force_steady.max(axis=1), full[rk], steady[rk])
+                  acc.peak_force_steady.max(axis=1), ref, refs)
     _peak_columns(out, "follower_angular_acceleration", "_rad_per_s2",
                   "ideal_peak_follower_angular_acceleration_rad_per_s2", acc.peak_acc, acc.peak_acc_steady,
                   full["follower_angular_acceleration"], steady["follower_angular_acceleration"])
-    motion_columns(out, acc, JOINTS[cfg.clearance_joint])
+    free, imp, cont = motion_columns(out, acc, names)
+    if len(names) > 1:  # per joint, as slider_crank "both"
+        for j, nm in enumerate(names):
+            out[f"peak_contact_force_{nm}_N"] = acc.peak_force[:, j]
+            out[f"daf_contact_force_{nm}"] = metrics.amplification(acc.peak_force[:, j], full["reaction_" + nm])
+            out[f"impacts_{nm}"] = acc.impacts[:, j]
+            out[f"free_flight_fraction_{nm}"] = free[:, j]
+            out[f"impact_fraction_{nm}"] = imp[:, j]
+            out[f"continuous_contact_fraction_{nm}"] = cont[:, j]
     q, v = np.asarray(res.q)[:n_real], np.asarray(res.v)[:n_real]
     out["finite"] = acc.finite & np.isfinite(q).all(axis=1) & np.isfinite(v).all(axis=1)
     return out
@@ -585,7 +641,7 @@ def plots(outdir, spec, table, summary, hists, t):
                                       amplified=("contact_force", "follower_angular_acceleration"))
     chans = [("follower_angular_velocity_rad_per_s", "follower_angular_velocity", "follower ψ̇ [rad/s]"),
              ("follower_angular_acceleration_rad_per_s2", "follower_angular_acceleration", "follower ψ̈ [rad/s²]"),
-             ("contact_force_N", f"reaction_{spec['model']['clearance_joint']}", "joint force [N]")]
+             ("contact_force_N", f"reaction_{JOINTS[spec['model']['clearance_joint']][0]}", "joint force [N]")]
     chans = [c for c in chans if c[0] in hists]
     if not chans or "crank_angle_rad" not in hists:
         return written
