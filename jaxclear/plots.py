@@ -241,22 +241,24 @@ def _pin_surface_radius(theta, center, radius):
     return cu + np.sqrt(np.maximum(radius ** 2 - center[0] ** 2 - center[1] ** 2 + cu ** 2, 0.0))
 
 
-def contact_regions(ax, points, pin_center, pin_radius, regions, ref_radius=None, title=None):
+def contact_regions(ax, points, pin_center, pin_radius, regions, ref_radius=None, title=None, center_deg=0.0):
     """Contact regions of ``jaxclear.contact.detect`` drawn over the profile, unwrapped in angle.
 
     x: polar angle θ [deg]; y: radius minus ``ref_radius`` (default the pin radius) [µm] of the
     bushing points (line) and of the pin surface along each ray (grey).  A point is in contact
     exactly where the pin surface lies beyond the profile (the origin is inside the pin), so the
     shaded gaps between the curves are the penetrations; in-contact points are coloured by region
-    slot, the deepest point of each active region marked with its depth [µm]."""
+    slot, the deepest point of each active region marked with its depth [µm].  The x axis spans
+    center_deg ± 180°, so a region around center_deg is drawn in one piece."""
     p = np.asarray(points, float)
     c = np.asarray(pin_center, float)
     R = float(pin_radius)
     ref = R if ref_radius is None else float(ref_radius)
-    th = np.mod(np.arctan2(p[:, 1], p[:, 0]), 2 * np.pi)
+    lo = np.radians(center_deg) - np.pi
+    th = lo + np.mod(np.arctan2(p[:, 1], p[:, 0]) - lo, 2 * np.pi)  # in [lo, lo + 2π)
     o = np.argsort(th)
     r = np.hypot(p[:, 0], p[:, 1])
-    ths = np.linspace(0, 2 * np.pi, 721)
+    ths = np.linspace(lo, lo + 2 * np.pi, 721)
     ax.plot(np.degrees(np.append(th[o], th[o][0] + 2 * np.pi)), (np.append(r[o], r[o][0]) - ref) * 1e6,
             "k-", lw=0.9, label=f"bushing profile (N = {len(p)})")
     ax.plot(np.degrees(ths), (_pin_surface_radius(ths, c, R) - ref) * 1e6, color="0.55", lw=0.9,
@@ -279,11 +281,21 @@ def contact_regions(ax, points, pin_center, pin_radius, regions, ref_radius=None
                     xytext=(0, -14), textcoords="offset points", ha="center", color=col)
     ax.set_xlabel("polar angle θ [deg]")
     ax.set_ylabel(f"radius − {ref * 1e3:.4g} mm [µm]")
-    ax.set_xlim(0, 360)
+    ax.set_xlim(np.degrees(lo), np.degrees(lo) + 360)
+    m = np.asarray(regions.mask)
+    top = max(r.max(), rho[m].max() if m.any() else r.max()) - ref
+    span = max(top - (r.min() - ref), 1e-7)
+    ax.set_ylim((r.min() - ref - 0.25 * span) * 1e6, (top + 0.25 * span) * 1e6)
     n = int(np.asarray(regions.n_regions))
     ax.set_title(title or f"{n} contact region{'s' if n != 1 else ''}", fontsize=9)
     ax.legend(fontsize=7, loc="upper right")
     return ax
+
+
+def _n_ticks(ax, n):
+    """Major ticks at the N values themselves, no minor labels (log x axis)."""
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xticks([float(v) for v in n], [f"{int(v)}" for v in n])
 
 
 def error_vs_points(ax, n_points, errors, orders=(2, 4)):
@@ -297,6 +309,7 @@ def error_vs_points(ax, n_points, errors, orders=(2, 4)):
     for q in orders:
         ax.loglog(n, first[0] * (n / n[0]) ** (-q), "k:", lw=0.8)
         ax.annotate(f"N$^{{-{q}}}$", (n[-1], first[0] * (n[-1] / n[0]) ** (-q)), fontsize=7)
+    _n_ticks(ax, n)
     ax.set_xlabel("profile points N [-]")
     ax.set_ylabel("depth error |δ_N − δ_ref| / δ_ref [-]")
     ax.legend(fontsize=7)
@@ -308,6 +321,7 @@ def cost_vs_points(ax, n_points, seconds, per="call", unit="µs"):
     scale = {"s": 1.0, "ms": 1e3, "µs": 1e6}[unit]
     for lab, s in seconds.items():
         ax.loglog(np.asarray(n_points, float), np.asarray(s, float) * scale, "s-", ms=4, label=lab)
+    _n_ticks(ax, n_points)
     ax.set_xlabel("profile points N [-]")
     ax.set_ylabel(f"time per {per} [{unit}]")
     ax.legend(fontsize=7)
@@ -333,7 +347,8 @@ def gradient_comparison(ax, keys, autodiff, finite_difference, values=None, metr
     ax.set_yticks(y, keys)
     ax.axvline(0, color="k", lw=0.8)
     ax.set_xlabel("normalised sensitivity (θ/M)·∂M/∂θ [-]" if values is not None else "∂M/∂θ")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.margins(x=0.25)  # room for the annotations
+    ax.legend(fontsize=7, loc="best")
     return ax
 
 

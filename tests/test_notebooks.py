@@ -1,6 +1,6 @@
 """The tutorial notebooks (notebooks/*.ipynb) run top to bottom at the small size.
 
-Each notebook is executed with nbclient in a fresh kernel of this interpreter (a kernelspec
+Each notebook is executed with nbclient (the three concurrently) in a fresh kernel of this interpreter (a kernelspec
 written into a temporary JUPYTER_PATH, so no user-installed "python3" kernel of another Python is
 picked up), with matplotlib's Agg backend, JAXCLEAR_NB_SIZE=small and a fresh JAX compile cache.
 A failing cell fails the test with the cell's traceback. The stored notebooks must carry no
@@ -8,8 +8,8 @@ outputs (they are the source, outputs are regenerated), and no output of the exe
 may exceed 1 MB.
 """
 
+import asyncio
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -64,10 +64,8 @@ def kernel_env(tmp_path_factory):
     return env
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_runs_top_to_bottom(name, kernel_env, monkeypatch):
-    for k, v in kernel_env.items():
-        monkeypatch.setenv(k, v)
+async def _execute(name):
+    """Execute one notebook in a fresh kernel; (name, executed notebook or None, error text, wall s)."""
     nb = nbformat.read(NB_DIR / name, as_version=4)
     # one cell appended in memory: which interpreter the kernel runs
     nb.cells.append(nbformat.v4.new_code_cell("import sys; print(sys.executable)"))
@@ -75,16 +73,33 @@ def test_notebook_runs_top_to_bottom(name, kernel_env, monkeypatch):
                                      resources={"metadata": {"path": str(NB_DIR)}})
     t0 = time.perf_counter()
     try:
-        client.execute()
+        await client.async_execute()
     except nbclient.exceptions.CellExecutionError as e:  # the failing cell and its traceback
-        pytest.fail(f"{name}: a cell failed:\n{e}")
-    wall = time.perf_counter() - t0
-    print(f"{name}: executed in {wall:.1f} s")
-    probe = nb.cells.pop()
-    assert Path(probe.outputs[0]["text"].strip()).resolve() == Path(sys.executable).resolve()
-    ran = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(c.execution_count is not None for c in ran), name
-    for i, c in enumerate(ran):
-        for o in c.outputs:
-            assert o.output_type != "error", f"{name}: code cell {i}: {o.get('ename')}: {o.get('evalue')}"
-            assert _output_bytes(o) < MAX_OUTPUT_BYTES, f"{name}: code cell {i} has an output over 1 MB"
+        return name, None, str(e), time.perf_counter() - t0
+    return name, nb, "", time.perf_counter() - t0
+
+
+def test_notebooks_run_top_to_bottom(kernel_env, monkeypatch):
+    """All three at once, one kernel each: JAX compiles on one core, so two cores run two
+    notebooks' compiles side by side (one test, so that pytest-xdist does not run them twice)."""
+    for k, v in kernel_env.items():
+        monkeypatch.setenv(k, v)
+
+    async def run_all():
+        return await asyncio.gather(*(_execute(n) for n in NOTEBOOKS))
+
+    t0 = time.perf_counter()
+    results = asyncio.run(run_all())
+    print(f"\nnotebooks executed in {time.perf_counter() - t0:.1f} s together: " +
+          ", ".join(f"{n} {w:.1f} s" for n, _, _, w in results))
+    failed = [f"{n}: a cell failed:\n{err}" for n, nb, err, _ in results if nb is None]
+    assert not failed, "\n\n".join(failed)
+    for name, nb, _, _ in results:
+        probe = nb.cells.pop()
+        assert Path(probe.outputs[0]["text"].strip()).resolve() == Path(sys.executable).resolve()
+        ran = [c for c in nb.cells if c.cell_type == "code"]
+        assert all(c.execution_count is not None for c in ran), name
+        for i, c in enumerate(ran):
+            for o in c.outputs:
+                assert o.output_type != "error", f"{name}: code cell {i}: {o.get('ename')}: {o.get('evalue')}"
+                assert _output_bytes(o) < MAX_OUTPUT_BYTES, f"{name}: code cell {i} has an output over 1 MB"
