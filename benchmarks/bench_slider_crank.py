@@ -500,7 +500,14 @@ def measure_jax_variant(b, steps, repeats, cfg, dtype=jnp.float64, points=0):
     return b * steps / t, t_comp, comp
 
 
-def extra_costs(b, steps, repeats, base_rate):
+def _window_overflow(b, steps, cfg):
+    """Steps with a window overflow, summed over the B variants (0: same results as the full pass)."""
+    p = jax_params(*variants(b), points=72)
+    r = jax.jit(jax.vmap(lambda q: sc.simulate(cfg, q)))(p)
+    return int(np.asarray(r.acc.window_overflow_steps).sum())
+
+
+def extra_costs(b, steps, repeats, base_rate, windows=(32, 16)):
     print(f"\n== 3. jaxclear cost factors at B = {b} ({steps} steps) ==")
     pts_cfg = jax_config(steps, joint=joints.JointConfig(geometry="points", n_points=72,
                                                          max_regions=4, refine=True))
@@ -510,10 +517,21 @@ def extra_costs(b, steps, repeats, base_rate):
     print(f"circle  float64: {base_rate:.3e} variant-steps/s")
     print(f"points72 float64 (4 regions, refine): {r_pts:.3e} variant-steps/s (compile {tc_pts:.1f} s)"
           f"  -> cost ratio points/circle = {cost:.2f}  (target <= 3: {'met' if cost <= 3 else 'NOT met'})")
+    win = []
+    for w, k in [(w, 4) for w in windows] + [(windows[0], 1)]:
+        wcfg = jax_config(steps, joint=joints.JointConfig(geometry="points", n_points=72, max_regions=k,
+                                                          refine=True, window=w))
+        r_w, tc_w, _ = measure_jax_variant(b, steps, max(1, repeats - 1), wcfg, points=72)
+        ovf = _window_overflow(b, steps, wcfg)
+        cw = base_rate / r_w
+        win.append(dict(window_points=w, max_regions=k, rate=r_w, cost_over_circle=cw, overflow_steps=ovf))
+        print(f"points72 window_points = {w:2d}, {k} region(s): {r_w:.3e} variant-steps/s (compile {tc_w:.1f} s)"
+              f"  -> cost ratio = {cw:.2f}  (target <= 3: {'met' if cw <= 3 else 'NOT met'}); "
+              f"window overflow steps {ovf} of {b * steps}")
     print(f"circle  float32: {r_f32:.3e} variant-steps/s (compile {tc_f32:.1f} s)"
           f"  -> rate ratio f32/f64 = {r_f32 / base_rate:.2f}")
     return dict(B=b, steps=steps, circle_f64=base_rate, points72_f64=r_pts,
-                points_over_circle_cost=cost, circle_f32=r_f32, f32_over_f64_rate=r_f32 / base_rate,
+                points_over_circle_cost=cost, points72_window=win, circle_f32=r_f32, f32_over_f64_rate=r_f32 / base_rate,
                 _points_comp=comp_pts)
 
 

@@ -32,7 +32,8 @@ import jax.numpy as jnp
 
 from jaxclear._math import safe_norm, safe_sqrt
 
-__all__ = ["ContactRegions", "detect", "update_impact_memory"]
+__all__ = ["ContactRegions", "WindowRegions", "detect", "detect_window", "window_start",
+           "update_impact_memory"]
 
 
 class ContactRegions(NamedTuple):
@@ -229,3 +230,181 @@ def _impact_memory(regions: ContactRegions, prev_mask, point_memory, region_delt
     out_ext = jnp.concatenate([out, jnp.zeros((1,), dt)])
     new_mem = jnp.where(in_slot, _take_small(out_ext, seg), 0.0)
     return out, new_mem, has
+
+
+# ----------------------------------------------------------------------------- windowed detection
+class WindowRegions(NamedTuple):
+    """Contact regions found in a window of W consecutive profile points (``detect_window``).
+
+    The (K,) / (K, 2) fields mean what they mean in ``ContactRegions``; ``index`` is the global
+    profile index.  Slots hold the regions in window order (start, start+1, ...), which is the
+    order of ``detect`` unless the window wraps past point 0.
+    start:      ()    int, global index of window point 0
+    mask:       (W,)  bool, window point j = (start + j) mod N in contact
+    labels:     (W,)  int, region slot per window point (K: not in contact or beyond K)
+    overflow:   ()    bool, the window may not hold the whole contact: a penetrating point
+                      outside it or on its first/last point.  Where False, the regions equal
+                      those of ``detect`` on the full profile.
+    """
+
+    depth: jax.Array
+    normal: jax.Array
+    point_bushing: jax.Array
+    point_pin: jax.Array
+    active: jax.Array
+    index: jax.Array
+    n_regions: jax.Array
+    start: jax.Array
+    mask: jax.Array
+    labels: jax.Array
+    overflow: jax.Array
+
+
+def window_start(pin_center, n_points: int, window: int):
+    """First index of the W-point window centred on the profile point nearest the direction
+    of the pin centre: k_c = round(atan2(c_y, c_x)·N/2π) mod N, start = (k_c − ⌊W/2⌋) mod N.
+    Assumes the uniform angles θ_k = 2πk/N of ``jaxclear.profiles``."""
+    c = jax.lax.stop_gradient(jnp.asarray(pin_center))
+    kc = jnp.round(jnp.arctan2(c[1], c[0]) * (n_points / (2.0 * jnp.pi))).astype(jnp.int32)
+    return jnp.mod(kc - window // 2, n_points).astype(jnp.int32)
+
+
+def detect_window(points, pin_center, pin_radius, max_regions: int, window: int,
+                  refine: bool = False, start=None) -> WindowRegions:
+    """``detect`` restricted to W = ``window`` consecutive profile points, with an overflow flag.
+
+    points (N, 2), pin_center (2,), pin_radius, max_regions K, refine: as in ``detect``; the
+    profile must be sampled at the uniform angles θ_k = 2πk/N when ``start`` is None (then
+    ``window_start``).  Window point j is profile point (start + j) mod N.  The seed-000 rules
+    run on the window: m_j = |p_j − c|² < R², regions are the runs of m in window order,
+    the deepest point per region (ties → first in window order), the same parabolic
+    refinement.  A full pass over the N points only counts the penetrating points:
+    ``overflow`` = (count outside the window > 0) ∨ m_0 ∨ m_{W−1}.  Without overflow every
+    region lies strictly inside the window and the result is that of ``detect`` (slot order
+    aside when the window wraps past point 0).
+
+    No scatters and no per-point gathers: the window is one dynamic slice of the profile
+    doubled at its end, the per-slot picks are one-hot reductions over (W, K).
+    """
+    if isinstance(max_regions, bool) or not isinstance(max_regions, int) or max_regions < 1:
+        raise ValueError(f"max_regions must be a Python int >= 1 (static), got {max_regions!r}")
+    p = jnp.asarray(points)
+    dt = jnp.result_type(p, pin_center, pin_radius, float)
+    p = p.astype(dt)
+    c = jnp.asarray(pin_center, dtype=dt)
+    R = jnp.asarray(pin_radius, dtype=dt)
+    if p.ndim != 2 or p.shape[-1] != 2 or p.shape[0] < 3:
+        raise ValueError(f"points must be an (N, 2) array with N >= 3, got shape {p.shape}")
+    n = p.shape[0]
+    if isinstance(window, bool) or not isinstance(window, int) or not 3 <= window <= n:
+        raise ValueError(f"window must be a Python int in [3, N = {n}] (static), got {window!r}")
+    K, W = max_regions, window
+    if start is None:
+        start = window_start(c, n, W)
+    start = jnp.asarray(start, jnp.int32)
+    R2 = R * R
+
+    # full pass: count of penetrating points only (one fused reduction, no labels)
+    d2_all = jax.lax.stop_gradient((p[:, 0] - c[0]) ** 2 + (p[:, 1] - c[1]) ** 2)
+    n_all = jnp.sum((d2_all < R2).astype(jnp.int32), dtype=jnp.int32)
+
+    pw = jax.lax.dynamic_slice(jnp.concatenate([p, p[: W - 1]]), (start, jnp.zeros((), jnp.int32)), (W, 2))
+    xs, ys = pw[:, 0], pw[:, 1]
+    # |p_j − c|² as a reduce over the (x, y) pair: XLA:CPU materialises a reduce, where the
+    # component-wise sum was re-fused (with the pin-centre kinematics) into every (W, K) consumer.
+    d2 = jnp.sum((pw - c) ** 2, axis=-1)
+    m = jax.lax.stop_gradient(d2 < R2)
+    n_win = jnp.sum(m.astype(jnp.int32), dtype=jnp.int32)
+    overflow = (n_all != n_win) | m[0] | m[-1]
+
+    # runs of m in window order (no wrap: a run touching an end is an overflow anyway)
+    starts = m & ~jnp.concatenate([jnp.zeros((1,), bool), m[:-1]])
+    cs = _prefix_count(starts)
+    n_regions = cs[-1]
+    slots = jnp.arange(K)
+    lab = jnp.where(m, cs - 1, K)
+    labels = jnp.minimum(lab, K)
+    active = slots < jnp.minimum(n_regions, K)
+    # deepest point per slot on the stop-gradient keys only (integer result, ties -> first)
+    onehot = lab[:, None] == slots[None, :]  # (W, K)
+    key = jax.lax.stop_gradient(jnp.where(onehot, -d2[:, None], -jnp.inf))
+    best = jnp.max(key, axis=0)
+    jj = jnp.arange(W, dtype=jnp.int32)
+    idx = jnp.min(jnp.where(onehot & (key == best[None, :]), jj[:, None], W - 1), axis=0)
+
+    # The deepest point and its neighbours, picked by a one-hot reduction over the window: a
+    # reduce is materialised once, where select chains were duplicated by XLA:CPU into every
+    # consumer fusion (measured: ~7 copies).  Edge points use themselves as outer neighbour
+    # (they only matter with overflow).
+    pick = onehot & (jj[:, None] == idx[None, :])  # (W, K), one j per active slot
+    sh_m = lambda v: jnp.concatenate([v[:1], v[:-1]])
+    sh_p = lambda v: jnp.concatenate([v[1:], v[-1:]])
+    V = jnp.stack([xs, ys, sh_m(xs), sh_m(ys), sh_p(xs), sh_p(ys)], axis=-1)  # (W, 6)
+    T = jnp.sum(jnp.where(pick[:, :, None], V[:, None, :], 0.0), axis=0)  # (K, 6)
+    x0, y0, xm, ym, xp, yp = (T[:, i] for i in range(6))
+    if refine:
+        d0 = R - safe_sqrt((x0 - c[0]) ** 2 + (y0 - c[1]) ** 2)
+        dm = R - safe_sqrt((xm - c[0]) ** 2 + (ym - c[1]) ** 2)
+        dp = R - safe_sqrt((xp - c[0]) ** 2 + (yp - c[1]) ** 2)
+        a = 0.5 * (dp + dm) - d0
+        b = 0.5 * (dp - dm)
+        ok = a < -jnp.finfo(dt).tiny
+        sv = jnp.clip(jnp.where(ok, -b / (2.0 * jnp.where(ok, a, -1.0)), 0.0), -0.5, 0.5)
+        bd = d0 + b * sv + a * sv * sv
+        bx = x0 + sv * (0.5 * (xp - xm)) + sv * sv * (0.5 * (xp + xm) - x0)
+        by = y0 + sv * (0.5 * (yp - ym)) + sv * sv * (0.5 * (yp + ym) - y0)
+    else:
+        bx, by = x0, y0
+        bd = R - safe_sqrt((x0 - c[0]) ** 2 + (y0 - c[1]) ** 2)
+    pb = jnp.stack([bx, by], axis=-1)
+    e = pb - c
+    e2 = jnp.sum(e * e, axis=-1)
+    ok_n = active & (e2 > 0)
+    en = safe_sqrt(jnp.where(ok_n, e2, 1.0))
+    unit_x = jnp.array([1.0, 0.0], dtype=dt)
+    normal = jnp.where(ok_n[:, None], e / jnp.where(ok_n, en, 1.0)[:, None], unit_x)
+    depth = jnp.where(active, jnp.maximum(bd, 0.0), 0.0)
+    pb = jnp.where(active[:, None], pb, c)
+    gidx = jnp.where(active, jnp.mod(start + idx, n), 0).astype(jnp.int32)
+    return WindowRegions(depth=depth, normal=normal, point_bushing=pb, point_pin=c + R * normal,
+                         active=active, index=gidx, n_regions=n_regions, start=start,
+                         mask=m, labels=labels.astype(jnp.int32),
+                         overflow=overflow)
+
+
+def window_impact_memory(regions: WindowRegions, memory, region_delta_dot, n_points: int,
+                         floor: float = 1e-6, max_shift: int = 2):
+    """``_impact_memory`` on a window; memory (W + 1,) = δ̇⁻ [m/s] at the previous window's
+    points, then that window's start index (stored as a float).
+
+    The previous window is aligned to the current one by the shift σ = start − start_prev
+    (mod N, in [−N/2, N/2)): point j now was point j + σ then.  |σ| ≤ ``max_shift`` is
+    handled (a select chain); a larger jump with memory present is reported as
+    ``lost`` (an overflow: some inherited δ̇⁻ may be missing).
+    Returns (region_delta_dot_minus (K,), new_memory (W + 1,), inherited (K,), lost ()).
+    """
+    W = regions.mask.shape[0]
+    K = regions.depth.shape[0]
+    mem = jnp.asarray(memory)
+    vdot = jnp.asarray(region_delta_dot)
+    dt = jnp.result_type(mem, vdot, float)
+    mem, vdot = mem.astype(dt), vdot.astype(dt)
+    prev, start_prev = mem[:W], jnp.round(mem[W]).astype(jnp.int32)
+    sig = jnp.mod(regions.start - start_prev + n_points // 2, n_points) - n_points // 2
+    # aligned_j = prev_{j+σ} (0 outside the previous window), as a select chain over σ
+    aligned = jnp.zeros((W,), dt)
+    for sft in range(-max_shift, max_shift + 1):
+        if sft >= 0:
+            rolled = jnp.concatenate([prev[sft:], jnp.zeros((sft,), dt)])
+        else:
+            rolled = jnp.concatenate([jnp.zeros((-sft,), dt), prev[:sft]])
+        aligned = jnp.where(sig == sft, rolled, aligned)
+    lost = (jnp.abs(sig) > max_shift) & jnp.any(prev > 0)
+    onehot = (regions.labels[:, None] == jnp.arange(K)[None, :]) & regions.mask[:, None]  # (W, K)
+    inh = jnp.max(jnp.where(onehot, aligned[:, None], 0.0), axis=0)
+    has = inh > 0
+    out = jnp.where(has, inh, jnp.maximum(vdot, floor))
+    out = jnp.where(regions.active, out, 0.0)
+    new = jnp.sum(jnp.where(onehot, out[None, :], 0.0), axis=1)
+    new_mem = jnp.concatenate([new, regions.start.astype(dt)[None]])
+    return out, new_mem, has, lost

@@ -36,6 +36,9 @@ class JointConfig:
 
     geometry: "circle" (analytic) or "points" (discretized profile, seed 000).
     n_points, max_regions, refine: static shape choices of the point method.
+    window: 0 (default) runs ``contact.detect`` on all N points; W > 0 runs
+    ``contact.detect_window`` on the W points around the pin direction (same results unless
+    ``JointForce.window_overflow`` is set; the profile must be sampled at uniform angles).
     normal_law: a name of ``laws.NORMAL_LAWS``; friction: a name of ``laws.FRICTION_MODELS``.
     """
 
@@ -45,6 +48,7 @@ class JointConfig:
     refine: bool = True
     normal_law: str = "lankarani_nikravesh"
     friction: str = "ambrosio"
+    window: int = 0
 
     @property
     def slots(self) -> int:
@@ -52,8 +56,11 @@ class JointConfig:
 
     @property
     def memory_size(self) -> int:
-        """Length of the per-joint impact memory (1 for the circle, N points otherwise)."""
-        return 1 if self.geometry == "circle" else self.n_points
+        """Length of the per-joint impact memory (1 for the circle, N points, or W window
+        points and the window start)."""
+        if self.geometry == "circle":
+            return 1
+        return self.window + 1 if self.window else self.n_points
 
 
 class JointParams(NamedTuple):
@@ -101,7 +108,8 @@ class JointForce(NamedTuple):
     application points on journal and bearing [m]; f_slots: (K, 2) force on journal per slot;
     normal_force: (K,) F_n [N]; depth: (K,) δ [m]; active: (K,) bool; n_regions: int;
     new_impacts: number of regions that started this step; e_local: journal centre in the
-    bearing frame [m].
+    bearing frame [m]; window_overflow: bool, the windowed detection may have missed contact
+    (always False without a window).
     """
 
     force: jnp.ndarray
@@ -114,6 +122,7 @@ class JointForce(NamedTuple):
     n_regions: jnp.ndarray
     new_impacts: jnp.ndarray
     e_local: jnp.ndarray
+    window_overflow: jnp.ndarray = None
 
 
 def _rotate(rot, v):
@@ -147,7 +156,11 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory):
         active = depth > 0
         n_regions = jnp.sum(active.astype(jnp.int32))
     elif cfg.geometry == "points":
-        reg = contact.detect(p.points, e_loc, p.journal_radius, cfg.max_regions, refine=cfg.refine)
+        if cfg.window:
+            reg = contact.detect_window(p.points, e_loc, p.journal_radius, cfg.max_regions,
+                                        cfg.window, refine=cfg.refine)
+        else:
+            reg = contact.detect(p.points, e_loc, p.journal_radius, cfg.max_regions, refine=cfg.refine)
         depth = reg.depth
         n_loc = reg.normal
         pb_loc = reg.point_bushing
@@ -166,12 +179,18 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory):
     delta_dot = jnp.sum(n * (kin.v_j - v_pb), axis=-1)
     v_t = jnp.sum(t * (v_pj - v_pb), axis=-1)
 
+    overflow = jnp.zeros((), bool)
     if cfg.geometry == "circle":
         started = active & ~prev_active
         dd_minus = jnp.where(started, jnp.maximum(delta_dot, _DDM_FLOOR), memory)
         dd_minus = jnp.where(active, dd_minus, 0.0)
         new_memory = dd_minus
         new_impacts = jnp.sum(started.astype(jnp.int32))
+    elif cfg.window:
+        dd_minus, new_memory, inherited, lost = contact.window_impact_memory(
+            reg, memory, delta_dot, cfg.n_points, floor=_DDM_FLOOR)
+        new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
+        overflow = reg.overflow | lost
     else:
         # A region is new when none of its points was in contact at the previous step.
         dd_minus, new_memory, inherited = contact._impact_memory(reg, prev_active, memory, delta_dot,
@@ -186,7 +205,7 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory):
     force = jnp.sum(f_slots, axis=0)
     out = JointForce(force=force, f_slots=f_slots, p_j=p_j, p_b=p_b, normal_force=fn,
                      depth=jnp.where(active, depth, 0.0), active=active, n_regions=n_regions,
-                     new_impacts=new_impacts, e_local=e_loc)
+                     new_impacts=new_impacts, e_local=e_loc, window_overflow=overflow)
     return out, new_memory
 
 

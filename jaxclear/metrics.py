@@ -58,6 +58,7 @@ class Accumulator(NamedTuple):
     finite: jnp.ndarray
     lse_force: jnp.ndarray
     lse_acc: jnp.ndarray
+    window_overflow_steps: jnp.ndarray = None
 
 
 class Packed(NamedTuple):
@@ -65,14 +66,14 @@ class Packed(NamedTuple):
     jax#40150): f = [peak_force (J), peak_force_steady (J), peak_acc, peak_acc_steady,
     lse_force (J), lse_acc],
     i = [impacts, contact_steps, impact_steps, continuous_steps, episode, max_regions (J each),
-    steps, steady_steps, finite]."""
+    steps, steady_steps, finite, window_overflow_steps (J)]."""
 
     f: jnp.ndarray
     i: jnp.ndarray
 
 
 def init(n_joints: int, dtype=jnp.float64) -> Packed:
-    i = jnp.zeros((6 * n_joints + 3,), jnp.int32).at[-1].set(1)
+    i = jnp.zeros((7 * n_joints + 3,), jnp.int32).at[6 * n_joints + 2].set(1)
     f = jnp.zeros((3 * n_joints + 3,), dtype).at[2 * n_joints + 2:].set(SMOOTH_EXPONENT * _log_floor(dtype))
     return Packed(f, i)
 
@@ -94,14 +95,16 @@ def unpack(acc: Packed) -> Accumulator:
     ij = lambda k: i[..., k * J:(k + 1) * J]
     return Accumulator(f[..., :J], f[..., J:2 * J], f[..., 2 * J], f[..., 2 * J + 1],
                        ij(0), ij(1), ij(2), ij(3), ij(4), ij(5), i[..., 6 * J], i[..., 6 * J + 1],
-                       i[..., 6 * J + 2] > 0, f[..., 2 * J + 2:3 * J + 2], f[..., 3 * J + 2])
+                       i[..., 6 * J + 2] > 0, f[..., 2 * J + 2:3 * J + 2], f[..., 3 * J + 2],
+                       i[..., 6 * J + 3:7 * J + 3])
 
 
 def update(acc: Packed, force, accel, in_contact, new_impacts, n_regions, steady,
-           min_continuous_steps) -> Packed:
+           min_continuous_steps, window_overflow=None) -> Packed:
     """Fold one step: force (J,) [N], accel scalar [m/s²], in_contact (J,) bool, new_impacts
     and n_regions (J,) ints; steady: bool, the step lies in the steady window; contact episodes
-    of at least min_continuous_steps steps count as continuous contact."""
+    of at least min_continuous_steps steps count as continuous contact; window_overflow (J,)
+    bool or None: the windowed detection flagged an overflow this step."""
     J = force.shape[0]
     a = jnp.abs(accel)
     peaks = jnp.concatenate([force, a[None]])
@@ -128,7 +131,8 @@ def update(acc: Packed, force, accel, in_contact, new_impacts, n_regions, steady
         jnp.maximum(i[5 * J:6 * J], n_regions.astype(jnp.int32)),
         i[6 * J:6 * J + 1] + 1,
         i[6 * J + 1:6 * J + 2] + steady.astype(jnp.int32),
-        i[6 * J + 2:] * finite,
+        i[6 * J + 2:6 * J + 3] * finite,
+        i[6 * J + 3:] + (0 if window_overflow is None else window_overflow.astype(jnp.int32)),
     ])
     return Packed(f, i)
 

@@ -118,6 +118,17 @@ def validate_spec(spec):
             if pr.get(k, 0.0) != 0.0:
                 raise SpecError(f"profile.{k} = {pr[k]!r}: Fourier harmonics need profile.kind = 'fourier', "
                                 f"got {pr['kind']!r}")
+    w = pr.get("window_points", 0)  # slider_crank only (its overflow is in metrics.csv)
+    if w:
+        if pr["kind"] == "circle" and pr["method"] != "points":
+            raise SpecError(f"profile.window_points = {w!r} needs the point method: profile.kind other than "
+                            "'circle' or profile.method = 'points' (0 = off)")
+        if pr["kind"] == "measured" and not pr["n_points"]:
+            raise SpecError(f"profile.window_points = {w!r} needs points at uniform angles: give profile.n_points "
+                            "> 0 to resample the measured profile (profile.n_points = 0 keeps the raw points)")
+        if not 5 <= w <= pr["n_points"]:
+            raise SpecError(f"profile.window_points = {w!r} must be 0 (off) or in [5, profile.n_points = "
+                            f"{pr['n_points']!r}]")
     if lw["friction_v1_m_per_s"] <= lw["friction_v0_m_per_s"]:
         raise SpecError(f"laws.friction_v1_m_per_s = {lw['friction_v1_m_per_s']!r} must exceed "
                         f"laws.friction_v0_m_per_s = {lw['friction_v0_m_per_s']!r}")
@@ -147,13 +158,17 @@ def joint_config(spec):
         n_points = len(measured_points(spec, None)) if not n_points else n_points
     return joints.JointConfig(geometry=geom, n_points=n_points,
                               max_regions=pr["max_regions"] if geom == "points" else 1,
-                              refine=pr["refine"], normal_law=lw["normal"], friction=lw["friction"])
+                              refine=pr["refine"], normal_law=lw["normal"], friction=lw["friction"],
+                              window=pr.get("window_points", 0) if geom == "points" else 0)
 
 
 def describe(jc: joints.JointConfig):
     """summary.json entries of the joint configuration."""
-    return {"geometry": jc.geometry, "n_points": jc.n_points, "max_regions": jc.max_regions,
-            "normal_law": jc.normal_law, "friction": jc.friction}
+    out = {"geometry": jc.geometry, "n_points": jc.n_points, "max_regions": jc.max_regions,
+           "normal_law": jc.normal_law, "friction": jc.friction}
+    if jc.window:
+        out["window_points"] = jc.window
+    return out
 
 
 def measured_points(spec, n_points):

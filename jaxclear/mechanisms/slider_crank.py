@@ -340,8 +340,9 @@ def simulate(cfg: Config, p: Params, state0=None) -> Result:
         new_imp = jnp.stack([j.new_impacts for j in jfs])
         nreg = jnp.stack([j.n_regions for j in jfs])
         steady = t >= p.steady_start
+        ovf = jnp.stack([j.window_overflow for j in jfs]) if cfg.joint.window else None
         return metrics.update(acc, force, a[-1], in_contact, new_imp, nreg, steady,
-                              cfg.min_continuous_steps)
+                              cfg.min_continuous_steps, window_overflow=ovf)
 
     def save(out):
         a, jfs, q, v, t = out
@@ -426,6 +427,9 @@ SPEC_TABLES = {
         "gravity_m_per_s2": 9.81,
     },
     **_clearance.TABLES,
+    # profile.window_points = W > 0: contact.detect_window on the W points around the pin
+    # direction (same results as the full pass unless window_overflow_steps > 0); 0 = off.
+    "profile": {**_clearance.TABLES["profile"], "window_points": 0},
     "outputs": {"histories": list(DEFAULT_OUTPUTS), "plot_variants": 4, "plots": True},
 }
 SPEC_OPTIONAL = _clearance.OPTIONAL
@@ -452,7 +456,7 @@ UNIT_LIMITS = {
     "model.crank_speed_rpm": (1.0, "<", "the crank speed is in revolutions per minute (5000 rpm = 83.3 rev/s): "
                                         "did you give rev/s or Hz? (at least 1 rpm)"),
 }
-INT_RANGES = _clearance.INT_RANGES
+INT_RANGES = {**_clearance.INT_RANGES, "profile.window_points": (0, 4096)}
 
 
 def validate_spec(spec):
@@ -647,6 +651,8 @@ def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
             out[f"free_flight_fraction_{nm}"] = free[:, j]
             out[f"impact_fraction_{nm}"] = imp[:, j]
             out[f"continuous_contact_fraction_{nm}"] = cont[:, j]
+    if cfg.joint.window:
+        out["window_overflow_steps"] = acc.window_overflow_steps.sum(axis=1)
     fin = acc.finite & np.isfinite(np.asarray(res.q)[:n_real]).all(axis=1) & np.isfinite(np.asarray(res.v)[:n_real]).all(axis=1)
     out["finite"] = fin
     return out
