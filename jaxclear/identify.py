@@ -454,22 +454,13 @@ def write(res, out):
         f.write("iteration," + ",".join(f"loss_start{j}" for j in range(h.shape[1])) + ",best_loss\n")
         for i, row in enumerate(h):
             f.write(f"{i}," + ",".join(repr(float(x)) for x in row) + f",{float(np.nanmin(row))!r}\n")
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from . import plots
+    plt = plots.plt
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 6.5))
-    t = res["_t"] * 1e3
-    a1.plot(t, res["_y_meas"], ".", ms=2, color="0.4", label="measurement")
-    a1.plot(t, res["_y_init"], "--", lw=1, label="initial guess (best start)")
-    a1.plot(t, res["_y_fit"], lw=1.2, label="identified")
-    a1.set_xlabel("time [ms]")
-    a1.set_ylabel(res["signal"])
-    a1.legend(fontsize=8)
+    plots.identification_fit(a1, res["_t"], res["_y_meas"], res["_y_init"], res["_y_fit"], signal=res["signal"])
     txt = ", ".join(f"{k} = {v['value']:.4g} ± {v['std']:.2g}" for k, v in res["parameters"].items())
-    a1.set_title(txt, fontsize=8)
-    a2.semilogy(h, lw=0.8)
-    a2.set_xlabel("iteration")
-    a2.set_ylabel(f"loss ({res['loss_kind']})")
+    a1.set_title(txt, fontsize=7)
+    plots.loss_history(a2, h, kind=res["loss_kind"])
     fig.tight_layout()
     fig.savefig(out / "fit.png", dpi=110)
     plt.close(fig)

@@ -363,6 +363,23 @@ def fd_step_study(ax, steps, rel_errors):
     return ax
 
 
+def tornado(ax, elasticities):
+    """Tornado bars of normalised sensitivities {metric: {key: (θ/M)·∂M/∂θ}} [-], keys sorted by
+    the magnitude for the first metric (largest on top)."""
+    metrics_ = list(elasticities)
+    keys = list(elasticities[metrics_[0]])
+    order = sorted(keys, key=lambda k: abs(elasticities[metrics_[0]][k]))
+    y = np.arange(len(order))
+    h = 0.8 / len(metrics_)
+    for j, m in enumerate(metrics_):
+        ax.barh(y + (j - (len(metrics_) - 1) / 2) * h, [elasticities[m][k] for k in order], height=h, label=m)
+    ax.set_yticks(y, order)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_xlabel("normalised sensitivity (θ/M)·∂M/∂θ [-]")
+    ax.legend(fontsize=8)
+    return ax
+
+
 def loss_history(ax, history, kind=""):
     """Loss per optimiser iteration (rows of ``history``: iteration × start), log y axis, the
     best start drawn thick."""

@@ -257,24 +257,12 @@ def write(res, out):
 
 
 def tornado(res, path, metrics_=("smooth_peak_contact_force_N", "peak_contact_force_N")):
-    """Tornado plot: elasticities (θ/M)·∂M/∂θ (mean over variants), sorted by magnitude."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    keys = list(res["values"])
+    """Tornado plot (``plots.tornado``) of the elasticities (θ/M)·∂M/∂θ, mean over variants."""
+    from . import plots
     e = {m: {k: float(np.nanmean(v)) for k, v in normalised(res, m).items()} for m in metrics_}
-    order = sorted(keys, key=lambda k: abs(e[metrics_[0]][k]))
-    fig, ax = plt.subplots(figsize=(7, 0.5 * len(keys) + 1.5))
-    y = np.arange(len(order))
-    h = 0.8 / len(metrics_)
-    for j, m in enumerate(metrics_):
-        ax.barh(y + (j - (len(metrics_) - 1) / 2) * h, [e[m][k] for k in order], height=h, label=m)
-    ax.set_yticks(y, order)
-    ax.axvline(0, color="k", lw=0.8)
-    ax.set_xlabel("normalised sensitivity (θ/M)·∂M/∂θ  [-]")
+    fig, ax = plots.plt.subplots(figsize=(7, 0.5 * len(res["values"]) + 1.5))
+    plots.tornado(ax, e)
     ax.set_title("Sensitivity of the peak contact force")
-    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
+    plots.plt.close(fig)
