@@ -106,6 +106,25 @@ def _region_labels(mask: jax.Array):
     return lab, n_regions
 
 
+def _checked_inputs(points, pin_center, pin_radius, max_regions):
+    """(points (N, 2), pin centre (2,), pin radius ()) in one float dtype; a ValueError naming the
+    argument for a wrong shape or a non-static max_regions (shared by detect and detect_window)."""
+    if isinstance(max_regions, bool) or not isinstance(max_regions, int) or max_regions < 1:
+        raise ValueError(f"max_regions must be a Python int >= 1 (static), got {max_regions!r}")
+    p = jnp.asarray(points)
+    dt = jnp.result_type(p, pin_center, pin_radius, float)
+    p = p.astype(dt)
+    c = jnp.asarray(pin_center, dtype=dt)
+    R = jnp.asarray(pin_radius, dtype=dt)
+    if p.ndim != 2 or p.shape[-1] != 2 or p.shape[0] < 3:
+        raise ValueError(f"points must be an (N, 2) array with N >= 3, got shape {p.shape}")
+    if c.shape != (2,):
+        raise ValueError(f"pin_center must have shape (2,), got {c.shape}")
+    if R.shape != ():
+        raise ValueError(f"pin_radius must be a scalar, got shape {R.shape}")
+    return p, c, R
+
+
 def detect(points, pin_center, pin_radius, max_regions: int, refine: bool = False) -> ContactRegions:
     """Contact regions between a circular pin and a discretised bushing profile (seed 000).
 
@@ -122,19 +141,7 @@ def detect(points, pin_center, pin_radius, max_regions: int, refine: bool = Fals
     at s*, and the normal towards it.  On a circular bearing this takes the depth error from
     O(N⁻²) to O(N⁻⁴).
     """
-    if isinstance(max_regions, bool) or not isinstance(max_regions, int) or max_regions < 1:
-        raise ValueError(f"max_regions must be a Python int >= 1 (static), got {max_regions!r}")
-    p = jnp.asarray(points)
-    dt = jnp.result_type(p, pin_center, pin_radius, float)
-    p = p.astype(dt)
-    c = jnp.asarray(pin_center, dtype=dt)
-    R = jnp.asarray(pin_radius, dtype=dt)
-    if p.ndim != 2 or p.shape[-1] != 2 or p.shape[0] < 3:
-        raise ValueError(f"points must be an (N, 2) array with N >= 3, got shape {p.shape}")
-    if c.shape != (2,):
-        raise ValueError(f"pin_center must have shape (2,), got {c.shape}")
-    if R.shape != ():
-        raise ValueError(f"pin_radius must be a scalar, got shape {R.shape}")
+    p, c, R = _checked_inputs(points, pin_center, pin_radius, max_regions)
     n = p.shape[0]
     K = max_regions
 
@@ -286,15 +293,7 @@ def detect_window(points, pin_center, pin_radius, max_regions: int, window: int,
     No scatters and no per-point gathers: the window is one dynamic slice of the profile
     doubled at its end, the per-slot picks are one-hot reductions over (W, K).
     """
-    if isinstance(max_regions, bool) or not isinstance(max_regions, int) or max_regions < 1:
-        raise ValueError(f"max_regions must be a Python int >= 1 (static), got {max_regions!r}")
-    p = jnp.asarray(points)
-    dt = jnp.result_type(p, pin_center, pin_radius, float)
-    p = p.astype(dt)
-    c = jnp.asarray(pin_center, dtype=dt)
-    R = jnp.asarray(pin_radius, dtype=dt)
-    if p.ndim != 2 or p.shape[-1] != 2 or p.shape[0] < 3:
-        raise ValueError(f"points must be an (N, 2) array with N >= 3, got shape {p.shape}")
+    p, c, R = _checked_inputs(points, pin_center, pin_radius, max_regions)
     n = p.shape[0]
     if isinstance(window, bool) or not isinstance(window, int) or not 3 <= window <= n:
         raise ValueError(f"window must be a Python int in [3, N = {n}] (static), got {window!r}")

@@ -614,15 +614,7 @@ def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     _peak_columns(out, "follower_angular_acceleration", "_rad_per_s2",
                   "ideal_peak_follower_angular_acceleration_rad_per_s2", acc.peak_acc, acc.peak_acc_steady,
                   full["follower_angular_acceleration"], steady["follower_angular_acceleration"])
-    free, imp, cont = motion_columns(out, acc, names)
-    if len(names) > 1:  # per joint, as slider_crank "both"
-        for j, nm in enumerate(names):
-            out[f"peak_contact_force_{nm}_N"] = acc.peak_force[:, j]
-            out[f"daf_contact_force_{nm}"] = metrics.amplification(acc.peak_force[:, j], full["reaction_" + nm])
-            out[f"impacts_{nm}"] = acc.impacts[:, j]
-            out[f"free_flight_fraction_{nm}"] = free[:, j]
-            out[f"impact_fraction_{nm}"] = imp[:, j]
-            out[f"continuous_contact_fraction_{nm}"] = cont[:, j]
+    motion_columns(out, acc, names, full)  # per joint with several, as slider_crank "both"
     q, v = np.asarray(res.q)[:n_real], np.asarray(res.v)[:n_real]
     out["finite"] = acc.finite & np.isfinite(q).all(axis=1) & np.isfinite(v).all(axis=1)
     return out

@@ -607,15 +607,24 @@ def _peak_columns(out, what, unit, ideal_col, peak, peak_s, ideal_, ideal_s):
     out[f"ratio_{what}_steady"] = peak_s / ideal_s
 
 
-def motion_columns(out, acc, names):
+def motion_columns(out, acc, names, ideal_full=None):
     """Impacts and the free-flight / impact / continuous-contact fractions (all joints together
-    and, with several joints, per joint ``_<name>``)."""
+    and, with several joints, per joint ``_<name>`` with the joint's peak force and, given the
+    ideal peaks ``ideal_full``, its DE against that joint's ideal reaction)."""
     free, imp, cont = (np.asarray(x) for x in metrics.motion_fractions(acc))
     out["impacts"] = acc.impacts.sum(axis=1)
     out["free_flight_fraction"] = free.mean(axis=1)
     out["impact_fraction"] = imp.mean(axis=1)
     out["continuous_contact_fraction"] = cont.mean(axis=1)
     out["max_contact_regions"] = acc.max_regions.max(axis=1)
+    if len(names) > 1 and ideal_full is not None:
+        for j, nm in enumerate(names):
+            out[f"peak_contact_force_{nm}_N"] = acc.peak_force[:, j]
+            out[f"daf_contact_force_{nm}"] = metrics.amplification(acc.peak_force[:, j], ideal_full["reaction_" + nm])
+            out[f"impacts_{nm}"] = acc.impacts[:, j]
+            out[f"free_flight_fraction_{nm}"] = free[:, j]
+            out[f"impact_fraction_{nm}"] = imp[:, j]
+            out[f"continuous_contact_fraction_{nm}"] = cont[:, j]
     return free, imp, cont
 
 
@@ -642,15 +651,7 @@ def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     out["smooth_peak_slider_acceleration_m_per_s2"] = sm_a
     out["smooth_daf_contact_force"] = metrics.amplification(sm_f, ref)
     out["smooth_daf_slider_acceleration"] = metrics.amplification(sm_a, ideal_full["slider_acceleration"])
-    free, imp, cont = motion_columns(out, acc, names)
-    if len(names) > 1:
-        for j, nm in enumerate(names):
-            out[f"peak_contact_force_{nm}_N"] = acc.peak_force[:, j]
-            out[f"daf_contact_force_{nm}"] = metrics.amplification(acc.peak_force[:, j], ideal_full["reaction_" + nm])
-            out[f"impacts_{nm}"] = acc.impacts[:, j]
-            out[f"free_flight_fraction_{nm}"] = free[:, j]
-            out[f"impact_fraction_{nm}"] = imp[:, j]
-            out[f"continuous_contact_fraction_{nm}"] = cont[:, j]
+    motion_columns(out, acc, names, ideal_full)
     if cfg.joint.window:
         out["window_overflow_steps"] = acc.window_overflow_steps.sum(axis=1)
     fin = acc.finite & np.isfinite(np.asarray(res.q)[:n_real]).all(axis=1) & np.isfinite(np.asarray(res.v)[:n_real]).all(axis=1)
