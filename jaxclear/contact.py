@@ -142,6 +142,7 @@ def detect(points, pin_center, pin_radius, max_regions: int, refine: bool = Fals
     O(N⁻²) to O(N⁻⁴).
     """
     p, c, R = _checked_inputs(points, pin_center, pin_radius, max_regions)
+    dt = p.dtype
     n = p.shape[0]
     K = max_regions
 
@@ -294,6 +295,7 @@ def detect_window(points, pin_center, pin_radius, max_regions: int, window: int,
     doubled at its end, the per-slot picks are one-hot reductions over (W, K).
     """
     p, c, R = _checked_inputs(points, pin_center, pin_radius, max_regions)
+    dt = p.dtype
     n = p.shape[0]
     if isinstance(window, bool) or not isinstance(window, int) or not 3 <= window <= n:
         raise ValueError(f"window must be a Python int in [3, N = {n}] (static), got {window!r}")
