@@ -32,8 +32,8 @@ import jax.numpy as jnp
 
 from jaxclear._math import safe_norm, safe_sqrt
 
-__all__ = ["ContactRegions", "WindowRegions", "detect", "detect_window", "window_start",
-           "update_impact_memory"]
+__all__ = ["ContactRegions", "WindowRegions", "detect", "detect_deepest", "detect_window",
+           "window_start", "update_impact_memory"]
 
 
 class ContactRegions(NamedTuple):
@@ -163,33 +163,8 @@ def detect(points, pin_center, pin_radius, max_regions: int, refine: bool = Fals
     active = jnp.arange(K) < jnp.minimum(n_regions, K)
     idx = jnp.where(active, idx, 0).astype(jnp.int32)
 
-    if refine:
-        im = jnp.mod(idx - 1, n)
-        ip = jnp.mod(idx + 1, n)
-        p0, pm, pp = p[idx], p[im], p[ip]
-        d0 = R - safe_norm(p0 - c)
-        dm = R - safe_norm(pm - c)
-        dp = R - safe_norm(pp - c)
-        a = 0.5 * (dp + dm) - d0
-        b = 0.5 * (dp - dm)
-        # d0 is the max of the three inside a region, so a <= 0 and |s*| <= ½; guard a ≈ 0
-        ok = a < -jnp.finfo(dt).tiny
-        s = jnp.where(ok, -b / (2.0 * jnp.where(ok, a, -1.0)), 0.0)
-        s = jnp.clip(s, -0.5, 0.5)
-        depth = d0 + b * s + a * s * s
-        pb = p0 + s[:, None] * (0.5 * (pp - pm)) + (s * s)[:, None] * (0.5 * (pp + pm) - p0)
-    else:
-        pb = p[idx]
-        depth = R - safe_norm(pb - c)
-
-    e = pb - c
-    e2 = jnp.sum(e * e, axis=-1)
-    ok_n = active & (e2 > 0)
-    en = safe_sqrt(jnp.where(ok_n, e2, 1.0))
-    unit_x = jnp.array([1.0, 0.0], dtype=dt)
-    normal = jnp.where(ok_n[:, None], e / jnp.where(ok_n, en, 1.0)[:, None], unit_x)
-    depth = jnp.where(active, jnp.maximum(depth, 0.0), 0.0)
-    pb = jnp.where(active[:, None], pb, c)
+    depth, pb = _refined(p, c, R, idx, refine)
+    normal, depth, pb = _normal_and_mask(pb, c, depth, active)
     return ContactRegions(
         depth=depth,
         normal=normal,
@@ -201,6 +176,197 @@ def detect(points, pin_center, pin_radius, max_regions: int, refine: bool = Fals
         labels=jnp.where(in_slot, lab, K).astype(jnp.int32),
         mask=mask,
     )
+
+
+def _first_argmin(d2, packed=None):
+    """Index of the smallest of the non-negative values d2 (N,), ties → lowest index, as ONE
+    integer min-reduction of packed keys (``_packed_keys``).
+
+    The key packs the index into the low bits of the IEEE bit pattern (monotone for x >= 0):
+    float32 → (bits << b) | k in int64 (exact); float64 → (bits with its low b bits cleared) | k,
+    b = ⌈log2 N⌉, so values closer than 2^b ulp (relative 2^(b−52), ~3e-14 at N = 72) count
+    as ties.  A variadic argmin is ~3x slower on XLA:CPU (benchmarks/README.md).
+    packed=False (and the default without x64, where there is no int64): min, then the lowest
+    index at the min (two reductions, exact ties).
+    """
+    n = d2.shape[0]
+    if packed is None:
+        packed = bool(jax.config.jax_enable_x64)
+    if not packed:
+        mn = jnp.min(d2)
+        return jnp.min(jnp.where(d2 == mn, jnp.arange(n), n)).astype(jnp.int32)
+    key, low = _packed_keys(d2)
+    return (jnp.min(key) & low).astype(jnp.int32)
+
+
+def _packed_keys(d2):
+    """Integer keys of the non-negative values d2 (N,) whose min gives the smallest value and
+    its index (ties → lowest index), and the mask of the index bits (see ``_first_argmin``)."""
+    n = d2.shape[0]
+    b = max(1, (n - 1).bit_length())
+    k64 = jnp.arange(n, dtype=jnp.int64)
+    if d2.dtype == jnp.float64:
+        bits = jax.lax.bitcast_convert_type(d2, jnp.int64)
+        return (bits & ~jnp.int64((1 << b) - 1)) | k64, (1 << b) - 1
+    bits = jax.lax.bitcast_convert_type(d2.astype(jnp.float32), jnp.int32).astype(jnp.int64)
+    return (bits << b) | k64, (1 << b) - 1
+
+
+def _refined(p, c, R, idx, refine):
+    """Depth and bushing point at profile index idx (K,), optionally with the parabolic
+    sub-grid refinement through the circular neighbours (see ``detect``)."""
+    n = p.shape[0]
+    dt = p.dtype
+    if not refine:
+        pb = p[idx]
+        return R - safe_norm(pb - c), pb
+    if idx.shape[0] == 1:
+        # one slot: rows idx-1, idx, idx+1 as ONE dynamic slice of the profile padded by a
+        # point at each end (a single gather under vmap instead of three)
+        ext = jnp.concatenate([p[-1:], p, p[:1]])
+        tri = jax.lax.dynamic_slice(ext, (idx[0], jnp.zeros((), idx.dtype)), (3, 2))
+        pm, p0, pp = tri[0:1], tri[1:2], tri[2:3]
+    else:
+        p0, pm, pp = p[idx], p[jnp.mod(idx - 1, n)], p[jnp.mod(idx + 1, n)]
+    d0 = R - safe_norm(p0 - c)
+    dm = R - safe_norm(pm - c)
+    dp = R - safe_norm(pp - c)
+    a = 0.5 * (dp + dm) - d0
+    b = 0.5 * (dp - dm)
+    # d0 is the max of the three inside a region, so a <= 0 and |s*| <= ½; guard a ≈ 0
+    ok = a < -jnp.finfo(dt).tiny
+    s = jnp.where(ok, -b / (2.0 * jnp.where(ok, a, -1.0)), 0.0)
+    s = jnp.clip(s, -0.5, 0.5)
+    depth = d0 + b * s + a * s * s
+    pb = p0 + s[:, None] * (0.5 * (pp - pm)) + (s * s)[:, None] * (0.5 * (pp + pm) - p0)
+    return depth, pb
+
+
+def _normal_and_mask(pb, c, depth, active):
+    """Safe unit normal from the pin centre c towards pb (double-where, +x where undefined),
+    depth clipped at 0 and zeroed, pb replaced by c, in inactive slots."""
+    dt = pb.dtype
+    e = pb - c
+    e2 = jnp.sum(e * e, axis=-1)
+    ok_n = active & (e2 > 0)
+    en = safe_sqrt(jnp.where(ok_n, e2, 1.0))
+    unit_x = jnp.array([1.0, 0.0], dtype=dt)
+    normal = jnp.where(ok_n[:, None], e / jnp.where(ok_n, en, 1.0)[:, None], unit_x)
+    depth = jnp.where(active, jnp.maximum(depth, 0.0), 0.0)
+    pb = jnp.where(active[:, None], pb, c)
+    return normal, depth, pb
+
+
+def _word_starts(words, n):
+    """Number of run starts s_k = m_k ∧ ¬m_{k−1} (circular) of an N-point mask packed in
+    24-bit words (``pack_mask``), by shifts and popcounts on the words."""
+    nw = words.shape[0]
+    full = (1 << MASK_CHUNK_BITS) - 1
+    last_bits = n - MASK_CHUNK_BITS * (nw - 1)
+    total = jnp.zeros((), jnp.int32)
+    for w in range(nw):
+        width = MASK_CHUNK_BITS if w < nw - 1 else last_bits
+        if w == 0:
+            carry = (words[nw - 1] >> (last_bits - 1)) & 1   # point N−1 precedes point 0
+        else:
+            carry = (words[w - 1] >> (MASK_CHUNK_BITS - 1)) & 1
+        prev = ((words[w] << 1) | carry) & ((1 << width) - 1 if width < MASK_CHUNK_BITS else full)
+        total = total + jax.lax.population_count(words[w] & ~prev)
+    return total
+
+
+def detect_deepest(points, pin_center, pin_radius, refine: bool = False) -> ContactRegions:
+    """One-slot contact detection: the deepest penetrating point of the whole profile.
+
+    Same d_k, mask and circular runs as ``detect``, but the single slot holds the region of the
+    deepest point (``detect(..., max_regions=1)`` keeps the region met first from point 0);
+    ``n_regions`` counts all circular runs (starts s_k = m_k ∧ ¬m_{k−1}, plus one if every
+    point is in contact), so n_regions > 1 shows that other regions were left out.  Where
+    n_regions <= 1 the result equals ``detect`` with any ``max_regions``.
+
+    Cost: ONE pass over the N points, two sibling reductions over the same (⌈N/24⌉, 24) view:
+    the packed integer min of the squared distances (deepest index, ``_first_argmin``) and the
+    mask as 24-bit words (``pack_mask``); the run starts are counted on the words by shifts and
+    popcounts.  No labels, no scatters: the fast path of a joint with ``max_regions = 1``.
+    ``labels`` is 0 on points in contact and 1 elsewhere.
+    """
+    return _deepest(points, pin_center, pin_radius, refine)[0]
+
+
+def _deepest(points, pin_center, pin_radius, refine):
+    """``detect_deepest`` and the mask words (int32, ``pack_mask``) it computed on the way."""
+    p, c, R = _checked_inputs(points, pin_center, pin_radius, 1)
+    n = p.shape[0]
+    nw = mask_words(n)
+    pad = nw * MASK_CHUNK_BITS - n
+    dist2 = jax.lax.stop_gradient((p[:, 0] - c[0]) ** 2 + (p[:, 1] - c[1]) ** 2)
+    mask = dist2 < R * R
+    if jax.config.jax_enable_x64 and dist2.dtype == jnp.float64:
+        key, low = _packed_keys(dist2)
+        # The packed key read back as float64 keeps its order (non-negative, normal numbers for
+        # d2 > 1e-300 m²): a float min, which XLA:CPU runs ~1.5x faster than the int64 one.
+        keyf = jax.lax.bitcast_convert_type(key, jnp.float64)
+        keyf = jnp.pad(keyf, (0, pad), constant_values=jnp.inf)
+        kmin = jnp.min(jnp.min(keyf.reshape(nw, MASK_CHUNK_BITS), axis=-1))
+        idx0 = (jax.lax.bitcast_convert_type(kmin, jnp.int64) & low).astype(jnp.int32)
+    else:
+        # float32 keys would be float64 subnormals (flushed to zero on some backends): int64 min
+        idx0 = _first_argmin(dist2)
+    words = pack_mask(mask, jnp.int32)
+    n_starts = _word_starts(words, n)
+    # a circular mask without a rising edge is constant: all in contact iff mask[0]
+    n_regions = n_starts + ((n_starts == 0) & ((words[0] & 1) == 1)).astype(jnp.int32)
+    active = (n_regions > 0)[None]
+    idx = jnp.where(active, idx0[None], 0).astype(jnp.int32)
+    depth, pb = _refined(p, c, R, idx, refine)
+    normal, depth, pb = _normal_and_mask(pb, c, depth, active)
+    return ContactRegions(depth=depth, normal=normal, point_bushing=pb, point_pin=c + R * normal,
+                          active=active, index=idx, n_regions=n_regions,
+                          labels=jnp.where(mask, 0, 1).astype(jnp.int32), mask=mask), words
+
+
+MASK_CHUNK_BITS = 24  # bits per memory word: integers below 2^24 are exact in float32 and float64
+
+
+def mask_words(n_points: int) -> int:
+    """Number of float words that hold an N-point contact mask as bits (``pack_mask``)."""
+    return -(-n_points // MASK_CHUNK_BITS)
+
+
+def pack_mask(mask, dtype=jnp.float64):
+    """Contact mask (N,) as ⌈N/24⌉ words (``dtype``) holding exact integers: bit b of word w is
+    point 24w + b.  A reduction over a (⌈N/24⌉, 24) view, the shape of the deepest-point
+    reduction of ``detect_deepest``, so XLA runs both in one pass."""
+    n = mask.shape[0]
+    nw = mask_words(n)
+    w = (2 ** (jnp.arange(n) % MASK_CHUNK_BITS)).astype(jnp.int32)
+    bits = jnp.where(mask, w, 0)
+    bits = jnp.pad(bits, (0, nw * MASK_CHUNK_BITS - n)).reshape(nw, MASK_CHUNK_BITS)
+    return jnp.sum(bits, axis=-1, dtype=jnp.int32).astype(dtype)
+
+
+def deepest_impact_memory(regions: ContactRegions, memory, region_delta_dot, floor: float = 1e-6,
+                          words=None):
+    """Impact-velocity memory δ̇⁻ of the one-slot ``detect_deepest``.
+
+    memory = [δ̇⁻ of the previous step (0: no contact), the previous contact mask as
+    ``pack_mask`` words].  The region continues a previous contact when some point is in
+    contact at both steps (a bitwise AND of the words) and then keeps its δ̇⁻; otherwise it is a
+    new impact with max(δ̇, floor).  Equals ``_impact_memory`` (per-point memory) wherever
+    n_regions <= 1 at both steps.  ``words``: the current mask already packed (int32), e.g.
+    by ``detect_deepest``; else packed here.  Returns (δ̇⁻ (1,), new memory, inherited (1,)).
+    """
+    mem = jnp.asarray(memory)
+    vdot = jnp.asarray(region_delta_dot)
+    dt = jnp.result_type(mem, vdot, float)
+    mem, vdot = mem.astype(dt), vdot.astype(dt)
+    iw = pack_mask(regions.mask, jnp.int32) if words is None else jnp.asarray(words, jnp.int32)
+    overlap = jnp.any((mem[1:].astype(jnp.int32) & iw) != 0)
+    words = iw.astype(dt)
+    has = ((mem[0] > 0) & overlap)[None] & regions.active
+    out = jnp.where(has, mem[0], jnp.maximum(vdot, floor))
+    out = jnp.where(regions.active, out, 0.0)
+    return out, jnp.concatenate([out, words]), has
 
 
 def update_impact_memory(regions: ContactRegions, prev_mask, point_memory, region_delta_dot, floor: float = 1e-6):
@@ -357,15 +523,7 @@ def detect_window(points, pin_center, pin_radius, max_regions: int, window: int,
     else:
         bx, by = x0, y0
         bd = R - safe_sqrt((x0 - c[0]) ** 2 + (y0 - c[1]) ** 2)
-    pb = jnp.stack([bx, by], axis=-1)
-    e = pb - c
-    e2 = jnp.sum(e * e, axis=-1)
-    ok_n = active & (e2 > 0)
-    en = safe_sqrt(jnp.where(ok_n, e2, 1.0))
-    unit_x = jnp.array([1.0, 0.0], dtype=dt)
-    normal = jnp.where(ok_n[:, None], e / jnp.where(ok_n, en, 1.0)[:, None], unit_x)
-    depth = jnp.where(active, jnp.maximum(bd, 0.0), 0.0)
-    pb = jnp.where(active[:, None], pb, c)
+    normal, depth, pb = _normal_and_mask(jnp.stack([bx, by], axis=-1), c, bd, active)
     gidx = jnp.where(active, jnp.mod(start + idx, n), 0).astype(jnp.int32)
     return WindowRegions(depth=depth, normal=normal, point_bushing=pb, point_pin=c + R * normal,
                          active=active, index=gidx, n_regions=n_regions, start=start,

@@ -60,7 +60,11 @@ class JointConfig:
         points and the window start)."""
         if self.geometry == "circle":
             return 1
-        return self.window + 1 if self.window else self.n_points
+        if self.window:
+            return self.window + 1
+        if self.max_regions == 1:
+            return 1 + contact.mask_words(self.n_points)
+        return self.n_points
 
 
 class JointParams(NamedTuple):
@@ -159,6 +163,8 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory):
         if cfg.window:
             reg = contact.detect_window(p.points, e_loc, p.journal_radius, cfg.max_regions,
                                         cfg.window, refine=cfg.refine)
+        elif cfg.max_regions == 1:
+            reg, words = contact._deepest(p.points, e_loc, p.journal_radius, cfg.refine)
         else:
             reg = contact.detect(p.points, e_loc, p.journal_radius, cfg.max_regions, refine=cfg.refine)
         depth = reg.depth
@@ -191,6 +197,10 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory):
             reg, memory, delta_dot, cfg.n_points, floor=_DDM_FLOOR)
         new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
         overflow = reg.overflow | lost
+    elif cfg.max_regions == 1:
+        dd_minus, new_memory, inherited = contact.deepest_impact_memory(reg, memory, delta_dot,
+                                                                        floor=_DDM_FLOOR, words=words)
+        new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
     else:
         # A region is new when none of its points was in contact at the previous step.
         dd_minus, new_memory, inherited = contact._impact_memory(reg, prev_active, memory, delta_dot,
