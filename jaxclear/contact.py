@@ -17,6 +17,9 @@ contain — i.e. in the order met walking k = 0, 1, ..., N−1 — so the region
 (including a run wrapping from N−1 to 0) is slot 0.  Regions beyond K are dropped from the slots
 (label K) but still counted in ``n_regions``.
 
+``detect_deepest`` is the one-slot form (a joint with ``max_regions = 1``): the same quantities
+in one pass over the points, the slot holding the deepest region, every region still counted.
+
 Gradients: the deepest index is found on ``stop_gradient``-ed squared distances (integer
 result, no tie-splitting); depth and normal are then recomputed from that point with
 double-where safe norms, so gradients w.r.t. pin centre, pin radius and profile points are
