@@ -13,9 +13,14 @@ Smooth peaks (for gradients, ``jaxclear.sensitivity``): the power mean over the 
 
     M_p = ((1/N) Σ_i F_i^p)^(1/p),      max_i F_i · N^(−1/p) ≤ M_p ≤ max_i F_i,
 
-accumulated in the log domain, L = logsumexp_i(p·log F_i), so it never overflows (float32
-included) and is scale free: its "temperature" is relative, samples within a factor e^(1/p)
-of the peak share the weight (p = ``SMOOTH_EXPONENT`` = 200: within 0.5 %).  The exact peak is
+accumulated relative to the running peak M_t = max_{i≤t} F_i: S_t = Σ_{i≤t} (F_i/M_t)^p, rescaled
+when the peak grows, S_t = S_{t−1}·(M_{t−1}/M_t)^p + (F_t/M_t)^p, with the integer power taken by
+repeated squaring of (F/M)² (no transcendental per step: a per-step logsumexp cost ~30 % of a
+circular-bushing step, benchmarks/README.md).  S ∈ [1, N], so it neither overflows nor
+underflows (float32 included); L = p·log M + log S = log Σ F_i^p is formed at the end.  It is
+scale free: its "temperature" is relative, samples within a factor e^(1/p) of the peak share
+the weight (p = ``SMOOTH_EXPONENT`` = 200: within 0.5 %).  The gradient terms through M cancel
+(M_p does not depend on M), so M_p keeps the gradient of the power mean.  The exact peak is
 a max: its gradient (a subgradient) follows the single argmax step and jumps when the argmax
 moves to another step or impact, so it is trustworthy only where one impact clearly dominates
 and the parameter change does not move the peak between steps; M_p is C¹ in the forces, hence
@@ -29,7 +34,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-SMOOTH_EXPONENT = 200.0
+SMOOTH_EXPONENT = 200.0  # an even integer (the sums use integer powers of squared ratios)
 _TINY = 1e-30  # log floor of a zero force/acceleration (p·log 1e-30 ≈ −1.4e4: weight 0)
 
 
@@ -64,7 +69,7 @@ class Accumulator(NamedTuple):
 class Packed(NamedTuple):
     """The accumulator packed into two arrays (few scan-carry leaves are faster on CPU,
     jax#40150): f = [peak_force (J), peak_force_steady (J), peak_acc, peak_acc_steady,
-    lse_force (J), lse_acc],
+    S_force (J), S_acc] (the scaled power sums; ``unpack`` turns them into lse_*),
     i = [impacts, contact_steps, impact_steps, continuous_steps, episode, max_regions (J each),
     steps, steady_steps, finite, window_overflow_steps (J)]."""
 
@@ -74,7 +79,7 @@ class Packed(NamedTuple):
 
 def init(n_joints: int, dtype=jnp.float64) -> Packed:
     i = jnp.zeros((7 * n_joints + 3,), jnp.int32).at[6 * n_joints + 2].set(1)
-    f = jnp.zeros((3 * n_joints + 3,), dtype).at[2 * n_joints + 2:].set(SMOOTH_EXPONENT * _log_floor(dtype))
+    f = jnp.zeros((3 * n_joints + 3,), dtype)
     return Packed(f, i)
 
 
@@ -93,10 +98,35 @@ def unpack(acc: Packed) -> Accumulator:
     J = (acc.f.shape[-1] - 3) // 3
     f, i = acc.f, acc.i
     ij = lambda k: i[..., k * J:(k + 1) * J]
+    # L = log Σ F^p = p·log M + log S  (M the run peak, S the scaled sum)
+    lse = lambda m, sc: SMOOTH_EXPONENT * _safe_log(m) + _safe_log(sc)
     return Accumulator(f[..., :J], f[..., J:2 * J], f[..., 2 * J], f[..., 2 * J + 1],
                        ij(0), ij(1), ij(2), ij(3), ij(4), ij(5), i[..., 6 * J], i[..., 6 * J + 1],
-                       i[..., 6 * J + 2] > 0, f[..., 2 * J + 2:3 * J + 2], f[..., 3 * J + 2],
-                       i[..., 6 * J + 3:7 * J + 3])
+                       i[..., 6 * J + 2] > 0, lse(f[..., :J], f[..., 2 * J + 2:3 * J + 2]),
+                       lse(f[..., 2 * J], f[..., 3 * J + 2]), i[..., 6 * J + 3:7 * J + 3])
+
+
+def _ipow(x, n: int):
+    """x**n for a static integer n >= 1 by repeated squaring (multiplies only)."""
+    out, sq = None, x
+    while n:
+        if n & 1:
+            out = sq if out is None else out * sq
+        n >>= 1
+        if n:
+            sq = sq * sq
+    return out
+
+
+def _scaled_power_sum(s_old, m_old, m_new, x):
+    """S_t = S_{t−1}·(M_{t−1}/M_t)^p + (x/M_t)^p for x ≥ 0 (see the module docstring), via
+    squared ratios to the power p/2 (smooth in x at 0 too); 0 while M_t = 0."""
+    h = int(SMOOTH_EXPONENT) // 2
+    ok = m_new > 0
+    inv = jnp.where(ok, 1.0 / jnp.where(ok, m_new * m_new, 1.0), 0.0)  # one division per channel
+    shrink = (m_old * m_old) * inv
+    q = (x * x) * inv
+    return s_old * _ipow(shrink, h) + _ipow(q, h)
 
 
 def update(acc: Packed, force, accel, in_contact, new_impacts, n_regions, steady,
@@ -112,10 +142,9 @@ def update(acc: Packed, force, accel, in_contact, new_impacts, n_regions, steady
     old_s = jnp.concatenate([acc.f[J:2 * J], acc.f[2 * J + 1:2 * J + 2]])
     new = jnp.maximum(old, peaks)
     new_s = jnp.where(steady, jnp.maximum(old_s, peaks), old_s)
-    # log|a| = ½ log a² keeps the smooth peak differentiable where a changes sign.
-    logs = jnp.concatenate([_safe_log(force), 0.5 * _safe_log(accel * accel)[None]])
-    lse = jnp.logaddexp(acc.f[2 * J + 2:], SMOOTH_EXPONENT * logs)
-    f = jnp.concatenate([new[:J], new_s[:J], new[J:], new_s[J:], lse])
+    # (x/M)^p through (x²/M²)^(p/2): smooth where the acceleration changes sign
+    sums = _scaled_power_sum(acc.f[2 * J + 2:], old, new, jnp.concatenate([force, accel[None]]))
+    f = jnp.concatenate([new[:J], new_s[:J], new[J:], new_s[J:], sums])
     i = acc.i
     episode = i[4 * J:5 * J]
     ended = (~in_contact) & (episode > 0)
