@@ -30,7 +30,7 @@ def _spec(**identify):
 
 @pytest.mark.parametrize("start,optimizer", [(0.7 * TRUE_C, "adam"), (1.3 * TRUE_C, "lbfgs")])
 def test_recovers_clearance_from_30_percent_off(start, optimizer):
-    d = _spec(optimizer=optimizer, iterations=80 if optimizer == "adam" else 15)
+    d = _spec(optimizer=optimizer, iterations=80 if optimizer == "adam" else 10)
     d["identify"]["parameters"]["joint.clearance_m"]["initial"] = start
     res = I.fit(specmod.load(d))
     p = res["parameters"]["joint.clearance_m"]
