@@ -139,3 +139,18 @@ class _Lazy(dict):
 
 
 MECHANISMS = _Lazy()
+
+
+def float_params(cls, base: dict, overrides: dict, what: str):
+    """``cls(**fields)`` from the defaults ``base`` updated by ``overrides``, every field cast
+    to the default float dtype (arrays allowed); an unknown override is a TypeError naming it,
+    ``what`` (e.g. "oscillator") and the known fields."""
+    import jax.numpy as jnp
+
+    unknown = set(overrides) - set(base)
+    if unknown:
+        raise TypeError(f"unknown {what} parameters {sorted(unknown)}; known: {', '.join(base)}")
+    fields = {**base, **overrides}
+    dt = jnp.result_type(float)
+    return cls(**{k: jnp.asarray(v, dtype=dt) for k, v in fields.items()})
+

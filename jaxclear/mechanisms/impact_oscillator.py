@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import laws
+from . import float_params
 
 SCHEMES = ("moreau_midpoint",)
 
@@ -140,12 +141,7 @@ def reference_params(**kw) -> Params:
                 force_amplitude=20.0, forcing_frequency=30.0, gap_right=5e-3, gap_left=5e-3,
                 contact_stiffness=1e8, contact_exponent=1.5, restitution=0.7, mu_static=0.25,
                 mu_kinetic=0.18, normal_load=9.81, v_reg=1e-3, x0=0.0, v0=0.0)
-    unknown = set(kw) - set(base)
-    if unknown:
-        raise TypeError(f"unknown oscillator parameters {sorted(unknown)}; known: {', '.join(base)}")
-    base.update(kw)
-    f = lambda x: jnp.asarray(x, dtype=jnp.result_type(float))
-    return Params(**{k: f(v) for k, v in base.items()})
+    return float_params(Params, base, kw, "oscillator")
 
 
 class State(NamedTuple):

@@ -41,6 +41,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import laws
+from . import float_params
 from .._math import cross2, perp, safe_pow
 
 SCHEMES = ("moreau_midpoint",)
@@ -129,12 +130,7 @@ def source_params(case=1, **kw) -> Params:
                 Cy=0.032, Ax=0.03, Ay=0.124, omega=420.0, psi0=0.0, K=3.1e6, c=23e3,
                 mu_static=0.6, mu_kinetic=0.45, gravity=9.81, v_reg=1e-3, drop_height=0.0)
     base.update(CASES[case])
-    unknown = set(kw) - set(base)
-    if unknown:
-        raise TypeError(f"unknown plate-compactor parameters {sorted(unknown)}; known: {', '.join(base)}")
-    base.update(kw)
-    f = lambda x: jnp.asarray(x, dtype=jnp.result_type(float))
-    return Params(**{k: f(v) for k, v in base.items()})
+    return float_params(Params, base, kw, "plate-compactor")
 
 
 class State(NamedTuple):

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import integrate, joints, laws, metrics
-from .._math import cross2, perp, safe_norm
+from .._math import perp, safe_norm
 from ..spec import SpecError, check_choice
 from . import _clearance
 
