@@ -158,7 +158,7 @@ def test_recovers_clearance_and_two_wear_coefficients():
     a2 and b2 within 5 % of their size)."""
     truth = {"joint.clearance_m": 0.25e-3, "profile.fourier_a2_m": 30e-6, "profile.fourier_b2_m": -20e-6}
     spec = specmod.load("sweeps/identify_clearance.toml",
-                        ["identify.screen=256", "identify.starts=4", "identify.iterations=10"])
+                        ["identify.screen=256", "identify.starts=2", "identify.iterations=8"])
     for k, v in truth.items():
         lo, hi = sorted((0.7 * v, 1.3 * v))
         spec["identify"]["parameters"][k]["initial"] = [lo, hi]
