@@ -500,18 +500,13 @@ def measure_jax_variant(b, steps, repeats, cfg, dtype=jnp.float64, points=0):
     return b * steps / t, t_comp, comp
 
 
-def _window_overflow(b, steps, cfg):
-    """Steps with a window overflow, summed over the B variants (0: same results as the full pass)."""
+def _regions_seen(b, steps, cfg):
+    """(most contact regions any variant had at one step (1: a one-slot joint missed nothing),
+    window overflow steps summed over the variants or None without a window), from one run."""
     p = jax_params(*variants(b), points=72)
     r = jax.jit(jax.vmap(lambda q: sc.simulate(cfg, q)))(p)
-    return int(np.asarray(r.acc.window_overflow_steps).sum())
-
-
-def _max_regions_seen(b, steps, cfg):
-    """Most contact regions any variant had at one step (1: a one-slot joint missed nothing)."""
-    p = jax_params(*variants(b), points=72)
-    r = jax.jit(jax.vmap(lambda q: sc.simulate(cfg, q)))(p)
-    return int(np.asarray(r.acc.max_regions).max())
+    ovf = int(np.asarray(r.acc.window_overflow_steps).sum()) if cfg.joint.window else None
+    return int(np.asarray(r.acc.max_regions).max()), ovf
 
 
 def extra_costs(b, steps, repeats, base_rate, windows=(32, 16)):
@@ -544,11 +539,11 @@ def extra_costs(b, steps, repeats, base_rate, windows=(32, 16)):
         row = dict(case=name, rate=b * steps / t, cost_over_circle=ratio, compile_s=tc)
         extra = ""
         if name.startswith("points72"):
-            row["max_regions_seen"] = _max_regions_seen(b, steps, cfg)
+            row["max_regions_seen"], ovf = _regions_seen(b, steps, cfg)
             extra = f"; most regions at one step {row['max_regions_seen']}"
-            if cfg.joint.window:
-                row["overflow_steps"] = _window_overflow(b, steps, cfg)
-                extra += f"; window overflow steps {row['overflow_steps']} of {b * steps}"
+            if ovf is not None:
+                row["overflow_steps"] = ovf
+                extra += f"; window overflow steps {ovf} of {b * steps}"
             extra += f"  (target <= 3: {'met' if ratio <= 3 else 'NOT met'})"
         print(f"{name:<36} {b * steps / t:.3e} variant-steps/s  cost/circle {ratio:6.2f}  "
               f"(compile {tc:.1f} s){extra}")
