@@ -27,7 +27,7 @@ def model(steps, save_every, checkpoint):
     pl = sweep.plan(spec)
     cfg = replace(pl.cfg, n_saves=steps // save_every, save_every=save_every, outputs=(), checkpoint=checkpoint)
     f = S.metric_function(spec, pl, KEYS, cfg=cfg)
-    x0 = jnp.asarray([sweep._flat(spec)[k] for k in KEYS])
+    x0 = jnp.asarray([sweep.flat_values(spec)[k] for k in KEYS])
     return (lambda th: f(th, {}, None)), x0
 
 

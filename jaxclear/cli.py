@@ -329,7 +329,9 @@ def cmd_sensitivity(args):
     n = len(res["finite"])
     print(f"{n} variant(s), {res['steps_per_variant']} steps, {res['mode']} mode: "
           f"{res['wall_s']:.3g} s (+ {res['compile_s']:.3g} s compile)")
-    for m in ("peak_contact_force_N", "smooth_peak_contact_force_N"):
+    prim = res["primary"]
+    twin = prim.replace("smooth_", "", 1)
+    for m in dict.fromkeys((twin, prim) if twin in res["metrics"] else (prim,)):
         print(f"  {m} = {res['metrics'][m][0]:.6g}  (variant 0)")
         for k in res["keys"][:12]:
             print(f"    d/d({k}) = {res['gradients'][sensitivity.column(m, k)][0]:.6g}")

@@ -51,7 +51,6 @@ import csv
 import json
 import math
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import jax
@@ -59,8 +58,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from . import spec as specmod, sweep
-from .mechanisms import slider_crank as sc
+from . import spec as specmod, study as study_, sweep
 
 LOSSES = ("history", "integral", "features", "both")
 OPTIMIZERS = ("adam", "lbfgs", "lm")
@@ -90,8 +88,11 @@ def settings(spec):
         _err(f"identify.loss = {s['loss']!r}; allowed: {', '.join(LOSSES)}")
     if s["optimizer"] not in OPTIMIZERS:
         _err(f"identify.optimizer = {s['optimizer']!r}; allowed: {', '.join(OPTIMIZERS)}")
-    if s["signal"] not in sc.OUTPUT_CHANNELS or s["signal"] in ("n_regions",):
-        _err(f"identify.signal = {s['signal']!r}; allowed: {', '.join(c for c in sc.OUTPUT_CHANNELS if c != 'n_regions')}")
+    channels = [c for c in specmod.schema_of(spec).channels if c != "n_regions"]
+    if s["signal"] not in channels:
+        given = "signal" in raw
+        _err(f"identify.signal = {s['signal']!r}" + ("" if given else " (the default)")
+             + f" is not a channel of model.mechanism = {spec['model']['mechanism']!r}; allowed: {', '.join(channels)}")
     sw = s["smooth_window"]
     s["smooth_window"] = sw = sw if isinstance(sw, list) else [sw]
     if not sw or not all(isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= 10000 for w in sw):
@@ -171,19 +172,15 @@ class Problem:
         if pl.n_variants != 1:
             _err(f"identify: the model spec must describe one variant, got {pl.n_variants} (remove [axes])")
         self.plan = pl
-        self.cfg = replace(pl.cfg, outputs=(signal,))
+        self.cfg, self._y = study_.signal_function(spec, pl, self.keys, signal)
         self.dtype = jnp.float64 if pl.dtype == "float64" else jnp.float32
-        self.base = sweep._flat(spec)
+        self.base = sweep.flat_values(spec)
         self.t = (np.arange(self.cfg.n_saves) + 1) * self.cfg.save_every * self.cfg.dt
         self.theta0 = np.array([float(self.base[k]) for k in self.keys])
 
     def signal_of(self, theta):
         """y_j(θ) [signal units] at the save times ``self.t`` (traceable in θ)."""
-        flat = {**self.base, **{k: theta[i] for i, k in enumerate(self.keys)}}
-        p = sweep.params_from_flat(self.spec, self.cfg, flat, self.dtype)
-        h = sc.simulate(self.cfg, p).history[self.signal]
-        y = h[:, 0] if h.ndim > 1 else h
-        return moving_mean(y, self.w)
+        return moving_mean(self._y(theta), self.w)
 
 
 def measurement(spec, problem: Problem):

@@ -200,3 +200,14 @@ def motion_fractions(acc: Accumulator):
     n = jnp.maximum(acc.steps, 1)[..., None].astype(jnp.result_type(float))  # not int32/int32 -> f32
     free = (acc.steps[..., None] - acc.contact_steps) / n
     return free, acc.impact_steps / n, acc.continuous_steps / n
+
+
+def peak_vector(acc: Accumulator, force_reference, acc_reference):
+    """The differentiable metrics of one variant (``jaxclear.study``), in the order
+    peak force, smooth peak force, peak acceleration, smooth peak acceleration, then the
+    amplification factors DE of each against its reference (``amplification``)."""
+    pf, pa = jnp.max(acc.peak_force), acc.peak_acc
+    sf = smooth_peak(acc.lse_force, acc.steps)
+    sa = smooth_peak(acc.lse_acc, acc.steps)
+    return jnp.stack([pf, sf, pa, sa, amplification(pf, force_reference), amplification(sf, force_reference),
+                      amplification(pa, acc_reference), amplification(sa, acc_reference)])

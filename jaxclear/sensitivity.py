@@ -1,12 +1,15 @@
 """Design sensitivities: derivatives of peak contact force and amplification factors by autodiff.
 
-For every variant of a spec, the metrics
+For every variant of a spec of any registered mechanism, the metrics of its study
+(``jaxclear.study``; for the slider-crank
 
     peak_contact_force_N, smooth_peak_contact_force_N, peak_slider_acceleration_m_per_s2,
     smooth_peak_slider_acceleration_m_per_s2, daf_contact_force, smooth_daf_contact_force,
-    daf_slider_acceleration, smooth_daf_slider_acceleration
+    daf_slider_acceleration, smooth_daf_slider_acceleration,
 
-and their derivatives d(metric)/d(KEY) with respect to scalar spec keys (the dotted paths that
+the four-bar the same with the follower's angular acceleration, the impact oscillator its peak
+stop force, peak displacement and friction work, the plate compactor its advance speed,
+amplitudes and peaks) and their derivatives d(metric)/d(KEY) with respect to scalar spec keys (the dotted paths that
 ``jaxclear run --set`` takes: ``joint.clearance_m``, ``joint.journal_radius_m``,
 ``profile.fourier_a2_m``, ``laws.restitution``, ``laws.friction_coefficient``,
 ``laws.youngs_modulus_Pa`` or a numeric ``laws.stiffness``, ``model.crank_speed_rpm``,
@@ -46,15 +49,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import metrics, spec as specmod, sweep
-from .mechanisms import slider_crank as sc
+from . import metrics, spec as specmod, study as study_, sweep
 
-METRICS = ("peak_contact_force_N", "smooth_peak_contact_force_N",
-           "peak_slider_acceleration_m_per_s2", "smooth_peak_slider_acceleration_m_per_s2",
-           "daf_contact_force", "smooth_daf_contact_force",
-           "daf_slider_acceleration", "smooth_daf_slider_acceleration")
 MODES = ("auto", "forward", "reverse")
-POINTS_KEY = "profile.points"
+POINTS_KEY = "profile.points"  # radial displacements of a measured bushing's points (clearance mechanisms)
+
+
+def __getattr__(name):
+    if name == "METRICS":  # the slider-crank's metrics, under their older module-level name
+        from .mechanisms import slider_crank
+        return slider_crank.STUDY_METRICS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def column(metric, key):
@@ -63,17 +68,12 @@ def column(metric, key):
 
 
 def differentiable_keys(spec):
-    """The keys ``--wrt`` accepts for this spec."""
-    if spec["model"]["mechanism"] != "slider_crank":
-        raise specmod.SpecError(f"model.mechanism = {spec['model']['mechanism']!r}: sensitivity and identify "
-                                "support 'slider_crank' so far")
-    keys = [f"{s}.{k}" for s in specmod.schema_of(spec).sweepable for k, v in spec[s].items()
-            if isinstance(v, float) and not isinstance(v, bool)]
-    if isinstance(spec["laws"]["stiffness"], (int, float)):
-        keys.append("laws.stiffness")
-    if spec["profile"]["kind"] == "measured":
-        keys.append(POINTS_KEY)
-    return keys
+    """The keys ``--wrt`` accepts for this spec: every float of its sweepable tables (a joint's
+    own ``joints.<name>...`` values where the spec gives them) and the mechanism's extra ones."""
+    flat = specmod.flat_values(spec)
+    keys = [k for k in specmod.schema_of(spec).floats() if k in flat]
+    hook = getattr(sweep.mechanism_of(spec), "differentiable_keys", None)
+    return keys + (list(hook(spec)) if hook else [])
 
 
 def check_keys(spec, keys):
@@ -95,63 +95,28 @@ def check_keys(spec, keys):
         raise specmod.SpecError(f"--wrt {','.join(keys)}: a key is repeated")
 
 
-def _n_ideal_samples(spec, plan_):
-    """The ideal-mechanism sample count ``jaxclear run`` uses for this sweep (fastest variant)."""
-    flat = sweep._variant_flat(spec, plan_, np.arange(plan_.n_variants))
-    rpm = float(np.max(np.asarray(flat["model.crank_speed_rpm"])))
-    return sc.n_ideal_samples(rpm * 2 * math.pi / 60, plan_.t_end)
-
-
 def metric_function(spec, plan_: sweep.Plan, keys, checkpoint=False, cfg=None):
-    """f(theta, swept, dr) -> metrics vector (len(METRICS),) of one variant (pure, traceable).
-
-    theta: (K,) values of the scalar keys (``profile.points`` excluded), swept: {path: value}
-    of the variant's other swept inputs, dr: (N,) radial displacements [m] of the measured
-    profile points (zeros: the spec's profile).  Built from ``sweep.params_from_flat``: the same
-    model ``jaxclear run`` simulates.
-    """
-    cfg = cfg or replace(plan_.cfg, outputs=(), checkpoint=checkpoint)
-    dtype = jnp.float64 if plan_.dtype == "float64" else jnp.float32
+    """f(theta, swept, dr) -> the study's metrics (M,) of one variant (pure, traceable; names
+    in ``study.of(spec, plan_).metrics``): theta (K,) values of the scalar keys (``profile.points``
+    excluded), swept {path: value} the variant's other swept inputs, dr (N,) radial
+    displacements [m] of the measured profile points or None.  The same model ``jaxclear run``
+    simulates (``jaxclear.study``); ``cfg`` replaces the plan's static configuration."""
     scalar_keys = [k for k in keys if k != POINTS_KEY]
-    base = sweep._flat(spec)
-    t_end = plan_.t_end
-    n_samples = _n_ideal_samples(spec, plan_)
-    names = sc.JOINTS[cfg.clearance_joint]
-
-    def f(theta, swept, dr):
-        flat = {**base, **swept, **{k: theta[i] for i, k in enumerate(scalar_keys)}}
-        p = sweep.params_from_flat(spec, cfg, flat, dtype)
-        if spec["laws"]["stiffness"] != "auto" and "laws.stiffness" in scalar_keys:
-            k = theta[scalar_keys.index("laws.stiffness")]
-            p = p._replace(joint=p.joint._replace(stiffness=jnp.broadcast_to(k, p.joint.stiffness.shape)))
-        if dr is not None:
-            pts = p.joint.points
-            u = pts / jnp.linalg.norm(pts, axis=-1, keepdims=True)  # profile points are far from 0
-            p = p._replace(joint=p.joint._replace(points=pts + dr[:, None] * u))
-        acc = sc.simulate(cfg, p).acc
-        ideal, _ = sc.ideal_peaks(p, t_end, p.steady_start, n_samples=n_samples)
-        ref = sc.reaction_reference(ideal, names)
-        ref_a = ideal["slider_acceleration"]
-        pf, pa = jnp.max(acc.peak_force), acc.peak_acc
-        sf = metrics.smooth_peak(acc.lse_force, acc.steps)
-        sa = metrics.smooth_peak(acc.lse_acc, acc.steps)
-        return jnp.stack([pf, sf, pa, sa, metrics.amplification(pf, ref), metrics.amplification(sf, ref),
-                          metrics.amplification(pa, ref_a), metrics.amplification(sa, ref_a)])
-
-    return f
+    _, f = study_.metric_function(spec, plan_, scalar_keys, checkpoint=checkpoint, cfg=cfg)
+    return lambda theta, swept, dr=None: f(theta, swept, None if dr is None else {POINTS_KEY: dr})
 
 
-def _choose_mode(mode, n_inputs):
+def _choose_mode(mode, n_inputs, n_metrics):
     if mode not in MODES:
         raise specmod.SpecError(f"--mode {mode!r}; allowed: {', '.join(MODES)}")
     if mode == "auto":
-        return "forward" if n_inputs <= len(METRICS) else "reverse"
+        return "forward" if n_inputs <= n_metrics else "reverse"
     return mode
 
 
 def _variant_inputs(spec, plan_, keys, idx, dtype):
     """theta (b, K) for the scalar keys and the other swept inputs {path: (b,)} of variants idx."""
-    flat = sweep._variant_flat(spec, plan_, idx)
+    flat = sweep.variant_flat(spec, plan_, idx)
     scalar_keys = [k for k in keys if k != POINTS_KEY]
     theta = np.stack([np.broadcast_to(np.asarray(flat[k], float), (len(idx),)) for k in scalar_keys], axis=-1) \
         if scalar_keys else np.zeros((len(idx), 0))
@@ -175,7 +140,8 @@ def compute(spec_or_path, keys, overrides=(), mode="auto", log=None, chunk=None)
     dtype = jnp.float64 if pl.dtype == "float64" else jnp.float32
     scalar_keys = [k for k in keys if k != POINTS_KEY]
     n_pts = pl.cfg.joint.n_points if POINTS_KEY in keys else 0
-    mode = _choose_mode(mode, len(scalar_keys) + n_pts)
+    st = study_.of(spec, pl)
+    mode = _choose_mode(mode, len(scalar_keys) + n_pts, len(st.metrics))
     f = metric_function(spec, pl, keys, checkpoint=(mode == "reverse"))
 
     def g(x, swept):  # x = [theta, dr]: one flat input vector, one Jacobian
@@ -207,14 +173,16 @@ def compute(spec_or_path, keys, overrides=(), mode="auto", log=None, chunk=None)
     Jm, Ym = np.concatenate(J), np.concatenate(Y)
     wall = time.perf_counter() - t0 - compile_s
     exp_keys = scalar_keys + [f"{POINTS_KEY}[{k}]" for k in range(n_pts)]
-    flat = sweep._variant_flat(spec, pl, np.arange(B))
+    flat = sweep.variant_flat(spec, pl, np.arange(B))
     out = {
         "keys": exp_keys,
         "mode": mode,
         "inputs": {specmod.column_name(p): pl.values[:, j] for j, p in enumerate(pl.paths)},
         "values": {k: np.broadcast_to(np.asarray(flat[k], float), (B,)).copy() for k in scalar_keys},
-        "metrics": {m: Ym[:, i] for i, m in enumerate(METRICS)},
-        "gradients": {column(m, k): Jm[:, i, j] for i, m in enumerate(METRICS) for j, k in enumerate(exp_keys)},
+        "metrics": {m: Ym[:, i] for i, m in enumerate(st.metrics)},
+        "metric_names": list(st.metrics),
+        "primary": st.primary,
+        "gradients": {column(m, k): Jm[:, i, j] for i, m in enumerate(st.metrics) for j, k in enumerate(exp_keys)},
         "wall_s": wall,
         "compile_s": compile_s,
         "steps_per_variant": pl.cfg.n_steps,
@@ -224,9 +192,10 @@ def compute(spec_or_path, keys, overrides=(), mode="auto", log=None, chunk=None)
     return out
 
 
-def normalised(res, metric="smooth_peak_contact_force_N"):
-    """Elasticities (θ/M)·∂M/∂θ of one metric per scalar key, per variant {key: (B,)}."""
-    m = res["metrics"][metric]
+def normalised(res, metric=None):
+    """Elasticities (θ/M)·∂M/∂θ of one metric (default: the study's primary) per scalar key, per
+    variant {key: (B,)}."""
+    m = res["metrics"][metric or res["primary"]]
     return {k: res["values"][k] * res["gradients"][column(metric, k)] / m for k in res["values"]}
 
 
@@ -237,18 +206,20 @@ def write(res, out):
     table = {**res["inputs"], **res["metrics"], **res["gradients"], "finite": res["finite"]}
     sweep.write_csv(out / "sensitivity.csv", table)
     doc = {k: res[k] for k in ("keys", "mode", "wall_s", "compile_s", "steps_per_variant", "dt_s")}
-    doc["metrics_names"] = list(METRICS)
+    names = res["metric_names"]
+    doc["metrics_names"] = names
+    doc["primary"] = res["primary"]
     doc["smooth_exponent"] = metrics.SMOOTH_EXPONENT
     doc["variants"] = []
-    norm = {m: normalised(res, m) for m in METRICS}
+    norm = {m: normalised(res, m) for m in names}
     B = len(res["finite"])
     for i in range(B):
         doc["variants"].append({
             "inputs": {k: float(v[i]) for k, v in res["inputs"].items()},
             "values": {k: float(v[i]) for k, v in res["values"].items()},
             "metrics": {k: float(v[i]) for k, v in res["metrics"].items()},
-            "gradients": {m: {k: float(res["gradients"][column(m, k)][i]) for k in res["keys"]} for m in METRICS},
-            "normalised": {m: {k: float(norm[m][k][i]) for k in norm[m]} for m in METRICS},
+            "gradients": {m: {k: float(res["gradients"][column(m, k)][i]) for k in res["keys"]} for m in names},
+            "normalised": {m: {k: float(norm[m][k][i]) for k in norm[m]} for m in names},
             "finite": bool(res["finite"][i]),
         })
     (out / "sensitivity.json").write_text(json.dumps(doc, indent=1, default=float))
@@ -256,13 +227,18 @@ def write(res, out):
         tornado(res, out / "tornado.png")
 
 
-def tornado(res, path, metrics_=("smooth_peak_contact_force_N", "peak_contact_force_N")):
-    """Tornado plot (``plots.tornado``) of the elasticities (θ/M)·∂M/∂θ, mean over variants."""
+def tornado(res, path, metrics_=None):
+    """Tornado plot (``plots.tornado``) of the elasticities (θ/M)·∂M/∂θ, mean over variants: by
+    default the study's primary metric and, where it is a smooth peak, its exact twin."""
     from . import plots
+    primary = res["primary"]
+    if metrics_ is None:
+        twin = primary.replace("smooth_", "", 1)
+        metrics_ = (primary, twin) if twin != primary and twin in res["metrics"] else (primary,)
     e = {m: {k: float(np.nanmean(v)) for k, v in normalised(res, m).items()} for m in metrics_}
     fig, ax = plots.plt.subplots(figsize=(7, 0.5 * len(res["values"]) + 1.5))
     plots.tornado(ax, e)
-    ax.set_title("Sensitivity of the peak contact force")
+    ax.set_title(f"Sensitivity of {primary}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plots.plt.close(fig)

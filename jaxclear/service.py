@@ -215,7 +215,7 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep):
         # that 'compiling' and 'running' are told apart; sweep.run then finds it in memory.
         import numpy as np
         cs = pl.chunk_size
-        p = sweep.batch_params(spec, pl, sweep._padded(np.arange(min(cs, pl.n_variants)), sweep.exec_size(cs)))
+        p = sweep.batch_params(spec, pl, sweep.padded(np.arange(min(cs, pl.n_variants)), sweep.exec_size(cs)))
         _, compile_s = sweep.compiled(pl, p)
     except specmod.SpecError as e:
         _finish(con, job_id, "failed", str(e))

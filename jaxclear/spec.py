@@ -1,12 +1,15 @@
-"""Sweep specs (TOML): schema, defaults, validation, ``--set`` overrides and variant axes.
+"""Sweep specs (TOML): tables and defaults from the mechanism's declarations, validation,
+``--set`` overrides and variant axes.
 
 A spec has the common tables ``sweep``, ``integrator``, ``outputs``, ``sampling``, ``axes`` and
-the tables of its mechanism (``model.mechanism``, default ``"slider_crank"``: ``model``,
-``joint``, ``profile``, ``laws``), whose defaults, ranges and checks the mechanism module
-declares (``jaxclear.mechanisms`` protocol; ``schema(name)`` gathers them).  Every scalar has a
-dotted key path (``joint.clearance_m``); the same paths are used by ``--set`` and as axis names.
-Numeric (float) keys of the mechanism's sweepable tables may be swept; structural keys
-(strings, integers, the integrator) are static: one compiled function per structure.
+the tables of its mechanism (``model.mechanism``, default ``"slider_crank"``).  Every key is
+declared once (``jaxclear.schema.Param``: default, type, range, unit guard, doc); the mechanism
+returns its tables from the spec's own content (``tables(model)``), so tables may depend on what
+the spec declares (one table per named clearance joint).  Every key has a dotted path of any
+depth (``joint.clearance_m``, ``joints.crank_rod.laws.restitution``); the same paths are used by
+``--set``, as axis names and in error messages.  Float keys of sweepable tables may be swept;
+structural keys (strings, integers, booleans, lists) are static: one compiled function per
+structure.  A deprecated key (``Param.aliases``) is still read, with a warning naming its new key.
 
 Axes: grids ``{ linspace = [lo, hi, n] }``, ``{ logspace = [lo, hi, n] }`` (lo, hi in the key's
 unit), ``{ values = [...] }`` form a Cartesian product in the order written; grid axes with the
@@ -14,15 +17,13 @@ same ``zip = "group"`` attribute vary together (same length) and count as one fa
 product.  Random axes ``{ uniform = [lo, hi] }`` / ``{ loguniform = [lo, hi] }`` /
 ``{ normal = [mean, std] }`` are drawn together (zipped) with ``[sampling] n, seed, method``
 (``"random"``: independent draws; ``"lhs"``: Latin hypercube) and crossed with the grid.
-Per-harmonic Fourier keys ``profile.fourier_a<k>_m`` / ``profile.fourier_b<k>_m`` (k = 1..8) add
-a_k cos kθ / b_k sin kθ to the ``fourier_a_m`` / ``fourier_b_m`` lists of a ``kind = "fourier"``
-bushing; they are floats, so they can be axes of any kind.
+
+This module knows no mechanism: it reads the declarations through ``schema.mechanism_module``.
 """
 
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 import hashlib
 import itertools
@@ -30,55 +31,23 @@ import json
 import math
 import statistics
 import tomllib
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-# Tables every spec has, whatever its mechanism (a mechanism's SPEC_TABLES may replace one of
-# them wholesale, e.g. its own integrator defaults); the mechanism adds "model" and its own.
-COMMON_TABLES = {
-    "sweep": {"name": "sweep", "description": ""},
-    "integrator": {
-        "scheme": "leapfrog",
-        "dt_s": 1e-6,
-        "t_end_s": 0.0,
-        "revolutions": 2.0,
-        "save_every": 100,
-        "precision": "float64",
-        "chunk_size": 0,
-        "steady_revolutions": 1.0,
-        "continuous_contact_s": 5e-4,
-    },
-    "outputs": {"histories": [], "plot_variants": 4, "plots": True},
-    "sampling": {"n": 0, "seed": 0},
-    "axes": {},
-}
-COMMON_OPTIONAL = {"sampling": {"method": "random"}}
-COMMON_RANGES = {
-    "integrator.dt_s": (0.0, 1e-2, False),
-    "integrator.revolutions": (0.0, 1e6, False),
-    "integrator.steady_revolutions": (0.0, 1e6, False),
-    "integrator.continuous_contact_s": (0.0, math.inf, False),
-}
-COMMON_INT_RANGES = {
-    "integrator.save_every": (1, 10**9), "integrator.chunk_size": (0, 10**7),
-    "outputs.plot_variants": (0, 10**6), "sampling.n": (0, 10**8), "sampling.seed": (0, 2**63 - 1),
-}
+from . import schema as sch_
+from .schema import Param, Table, did_you_mean as _did_you_mean
+
 DEFAULT_MECHANISM = "slider_crank"
 # Tables of an identification spec (``jaxclear identify``): present only when given.
 EXTRA_TABLES = ("identify", "truth", "measurement")
-
-# Per-harmonic Fourier coefficients of the bushing radius [m]: optional floats of [profile] (absent
-# unless given, so that specs written without them keep their spec hash), added on top of the
-# fourier_a_m / fourier_b_m lists; sweepable like any float.
-MAX_HARMONIC = 8
-FOURIER_KEYS = tuple(f"fourier_{c}{k}_m" for c in "ab" for k in range(1, MAX_HARMONIC + 1))
-PROFILE_KINDS = ("circle", "ellipse", "fourier", "wear_patch", "measured")
 GRID_KINDS = ("linspace", "logspace", "values")
 RANDOM_KINDS = ("uniform", "loguniform", "normal")
 AXIS_KINDS = GRID_KINDS + RANDOM_KINDS
 SAMPLING_METHODS = ("random", "lhs")
+PRECISIONS = ("float64", "float32")
 _AXIS_FORMS = ("{linspace=[lo,hi,n]}, {logspace=[lo,hi,n]}, {values=[...]} (each optionally with zip=\"group\"), "
                "{uniform=[lo,hi]}, {loguniform=[lo,hi]}, {normal=[mean,std]}")
 
@@ -87,58 +56,127 @@ class SpecError(ValueError):
     """A spec problem, naming the key path, the offending value and what is allowed."""
 
 
+def _channel_list(path, value):
+    if not isinstance(value, list):
+        return "expected a list"
+    if not all(isinstance(x, str) for x in value):
+        return "expected a list of channel names (strings)"
+    return None
+
+
+# ---------------------------------------------------------------------------- common tables
+
+SWEEP = Table("sweep", (Param("name", "sweep", "name of the sweep (default output folder runs/<name>)"),
+                        Param("description", "", "one line shown by plan/show and the service")),
+              doc="identity", sweepable=False)
+SAMPLING = Table("sampling", (
+    Param("n", 0, "samples of the random axes (uniform, loguniform, normal)", range=(0, 10**8)),
+    Param("seed", 0, "seed of the random axes", range=(0, 2**63 - 1)),
+    Param("method", "random", "'random': independent draws; 'lhs': Latin hypercube", choices=SAMPLING_METHODS,
+          optional=True)), doc="random axes", sweepable=False)
+
+
+def integrator_table(schemes, scheme, dt_s=1e-6, t_end_s=0.0, save_every=100, extra=()) -> Table:
+    """The ``[integrator]`` table: the keys every fixed-step mechanism has, with its defaults and
+    scheme choices, plus the mechanism's ``extra`` keys."""
+    return Table("integrator", (
+        Param("scheme", scheme, "explicit fixed-step scheme", choices=tuple(schemes)),
+        Param("dt_s", dt_s, "time step", range=(0.0, 1e-2, False)),
+        Param("t_end_s", t_end_s, "simulated time (0: from the mechanism's own rule)", range=(0.0, math.inf, True)),
+        Param("save_every", save_every, "save histories every N steps (peaks see every step)", range=(1, 10**9)),
+        Param("precision", "float64", "floating-point precision", choices=PRECISIONS),
+        Param("chunk_size", 0, "variants per compiled batch (0: automatic from memory)", range=(0, 10**7)),
+    ) + tuple(extra), doc="time integration", sweepable=False)
+
+
+def outputs_table(channels, histories, plot_variants=4, plots=True) -> Table:
+    """The ``[outputs]`` table: saved channels (from ``channels``), plotted variants, plots."""
+    return Table("outputs", (
+        Param("histories", list(histories), "channels saved every save_every steps: " + ", ".join(channels),
+              check=_channel_list),
+        Param("plot_variants", plot_variants, "variants drawn in the history plots", range=(0, 10**6)),
+        Param("plots", plots, "write the PNG plots")), doc="saved histories and plots", sweepable=False)
+
+
+# ---------------------------------------------------------------------------- schema
+
 @dataclass
 class Schema:
-    """What the specs of one mechanism may contain (``jaxclear.mechanisms`` protocol + common
-    tables): ordered table defaults, optional keys, sweepable tables, ranges, channels."""
+    """What the specs of one mechanism (with this structure) may contain: ordered tables of
+    declared keys; derived views (defaults, ranges, guards) for the validation."""
 
     mechanism: str
     module: object
-    tables: dict
-    optional: dict
-    sweepable: tuple
-    ranges: dict
-    int_ranges: dict
-    unit_limits: dict
+    decl: dict          # table path -> schema.Table, in spec order
     channels: dict
 
+    def __post_init__(self):
+        self.params = {f"{t.path}.{p.key}": p for t in self.decl.values() for p in t.params}
+        self.tables = {path: {p.key: copy.deepcopy(p.default) for p in t.params if not p.optional}
+                       for path, t in self.decl.items() if not t.optional}
+        self.tables["axes"] = {}
+        self.optional = {path: {p.key: p.default for p in t.params if p.optional or t.optional}
+                         for path, t in self.decl.items()}
+        self.sweepable = tuple(path for path, t in self.decl.items() if t.sweepable)
+        self.ranges = {k: p.range for k, p in self.params.items() if p.range and p.kind == "float"}
+        self.int_ranges = {k: p.range for k, p in self.params.items() if p.range and p.kind == "int"}
+        self.unit_limits = {k: p.guard for k, p in self.params.items() if p.guard}
+        self.aliases = {}
+        for k, p in self.params.items():
+            for a in p.aliases:
+                path, factor = (a, 1.0) if isinstance(a, str) else a
+                self.aliases[path] = (k, factor)
+
     def allowed(self, sec):
-        return {**self.tables[sec], **self.optional.get(sec, {})}
+        return {p.key: p.default for p in self.decl[sec].params}
+
+    def floats(self):
+        """Dotted paths of the sweepable float keys."""
+        return [k for k, p in self.params.items()
+                if p.kind == "float" and self.decl[k.rsplit(".", 1)[0]].sweepable]
 
 
-@functools.lru_cache(maxsize=None)
-def schema(mechanism=DEFAULT_MECHANISM) -> Schema:
+def mechanism_tables(mod, model: dict):
+    """The declared tables of mechanism module ``mod`` for a spec whose ``[model]`` is ``model``."""
+    return list(mod.tables(model)) if callable(getattr(mod, "tables", None)) else list(mod.TABLES)
+
+
+@functools.lru_cache(maxsize=256)
+def _schema(mechanism, structure):
+    mod = sch_.mechanism_module(mechanism)
+    model = dict(json.loads(structure))
+    own = mechanism_tables(mod, model)
+    by_path = {t.path: t for t in own}
+    order = ["sweep", "model"] + [t.path for t in own if t.path not in ("sweep", "model", "integrator", "outputs")] \
+        + ["integrator", "outputs", "sampling"]
+    common = {"sweep": SWEEP, "sampling": SAMPLING}
+    decl = {}
+    for path in order:
+        t = by_path.get(path, common.get(path))
+        if t is None:
+            raise TypeError(f"mechanism {mechanism!r} declares no [{path}] table")
+        decl[path] = t
+    return Schema(mechanism=mechanism, module=mod, decl=decl, channels=dict(mod.OUTPUT_CHANNELS))
+
+
+def _structure(model):
+    """The structural (non-float) values of ``[model]``: what may change a mechanism's tables."""
+    keep = {k: v for k, v in (model or {}).items() if isinstance(v, (str, bool, int, list)) and not isinstance(v, float)}
+    return json.dumps(keep, sort_keys=True, default=str)
+
+
+def schema(mechanism=DEFAULT_MECHANISM, model=None) -> Schema:
     """The Schema of a registered mechanism (SpecError naming model.mechanism otherwise)."""
-    from . import mechanisms
-    check_choice("model.mechanism", mechanism, mechanisms.names())
-    mod = mechanisms.get(mechanism)
-    own = mod.SPEC_TABLES
-    order = ["sweep", "model"] + [t for t in own if t not in COMMON_TABLES and t != "model"] + \
-            ["integrator", "outputs", "sampling", "axes"]
-    tables = {t: copy.deepcopy(own.get(t, COMMON_TABLES.get(t))) for t in order}
-    optional = {**COMMON_OPTIONAL, **getattr(mod, "SPEC_OPTIONAL", {})}
-    return Schema(mechanism=mechanism, module=mod, tables=tables, optional=optional,
-                  sweepable=tuple(mod.SWEEPABLE), ranges={**mod.RANGES, **COMMON_RANGES},
-                  int_ranges={**getattr(mod, "INT_RANGES", {}), **COMMON_INT_RANGES},
-                  unit_limits=dict(getattr(mod, "UNIT_LIMITS", {})), channels=dict(mod.OUTPUT_CHANNELS))
+    check_choice("model.mechanism", mechanism, sch_.mechanism_names())
+    return _schema(mechanism, _structure(model))
+
+
+schema.cache_clear = _schema.cache_clear
+sch_._listeners.append(_schema.cache_clear)
 
 
 def schema_of(spec) -> Schema:
-    return schema(spec["model"]["mechanism"])
-
-
-def __getattr__(name):
-    # The slider-crank's tables under their historical module-level names (spec.DEFAULTS, ...).
-    legacy = {"DEFAULTS": "tables", "RANGES": "ranges", "UNIT_LIMITS": "unit_limits",
-              "INT_RANGES": "int_ranges", "SWEEPABLE_SECTIONS": "sweepable", "OPTIONAL": "optional"}
-    if name in legacy:
-        return getattr(schema(DEFAULT_MECHANISM), legacy[name])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _did_you_mean(key, options):
-    m = difflib.get_close_matches(key, list(options), n=1)
-    return f" (did you mean {m[0]!r}?)" if m else ""
+    return schema(spec["model"]["mechanism"], spec["model"])
 
 
 def check_choice(path, val, allowed):
@@ -146,6 +184,36 @@ def check_choice(path, val, allowed):
     if val not in allowed:
         raise SpecError(f"{path} = {val!r}{_did_you_mean(val, allowed)}; allowed: {', '.join(allowed)}")
 
+
+# ---------------------------------------------------------------------------- nested paths
+
+def get_table(spec, path):
+    """The dict of table ``path`` (dotted, any depth) in a (merged or raw) spec, or None."""
+    d = spec
+    for part in path.split("."):
+        if not isinstance(d, dict) or part not in d:
+            return None
+        d = d[part]
+    return d
+
+
+def get(spec, path):
+    """The value at dotted key ``path``."""
+    tbl, key = path.rsplit(".", 1)
+    return get_table(spec, tbl)[key]
+
+
+def _set(d, path, value):
+    parts = path.split(".")
+    for part in parts[:-1]:
+        nxt = d.setdefault(part, {})
+        if not isinstance(nxt, dict):
+            raise SpecError(f"{path}: {part!r} is a value ({nxt!r}), not a table")
+        d = nxt
+    d[parts[-1]] = value
+
+
+# ---------------------------------------------------------------------------- load, merge
 
 def load(path_or_dict, overrides=()):
     """Read a TOML spec (path) or dict, apply ``key=value`` overrides, merge defaults, validate."""
@@ -170,7 +238,7 @@ def load(path_or_dict, overrides=()):
 
 
 def apply_override(raw, text):
-    """Apply one ``section.key=value`` (value parsed as TOML, else taken as a string)."""
+    """Apply one ``table.key=value`` (tables of any depth; value parsed as TOML, else a string)."""
     if "=" not in text:
         raise SpecError(f"--set {text!r}: expected key=value, e.g. joint.clearance_m=2.5e-4")
     key, val = text.split("=", 1)
@@ -180,74 +248,147 @@ def apply_override(raw, text):
     except tomllib.TOMLDecodeError:
         value = val.strip()
     parts = key.split(".")
-    if len(parts) != 2:
-        raise SpecError(f"--set {key!r}: expected section.key, e.g. joint.clearance_m")
-    raw.setdefault(parts[0], {})[parts[1]] = value
+    if len(parts) < 2 or not all(parts):
+        raise SpecError(f"--set {key!r}: expected table.key, e.g. joint.clearance_m")
+    _set(raw, key, value)
 
 
-def merge_defaults(raw):
-    """The mechanism's defaults (``model.mechanism``, default slider_crank) overlaid by ``raw``."""
+def _mechanism_of(raw):
     model = raw.get("model", {})
     mech = model.get("mechanism", DEFAULT_MECHANISM) if isinstance(model, dict) else DEFAULT_MECHANISM
     if not isinstance(mech, str):
         raise SpecError(f"model.mechanism = {mech!r}: expected a string")
-    sch = schema(mech)
+    return mech, (model if isinstance(model, dict) else {})
+
+
+def _apply_aliases(raw, sch):
+    """Move deprecated keys to their new paths (scaled), with a warning naming the new key."""
+    for old, (new, factor) in sch.aliases.items():
+        tbl, key = old.rsplit(".", 1)
+        d = get_table(raw, tbl)
+        if not isinstance(d, dict) or key not in d:
+            continue
+        val = d.pop(key)
+        if not d and tbl != "model":
+            _drop_empty(raw, tbl)
+        if get_table(raw, new.rsplit(".", 1)[0]) is not None and new.rsplit(".", 1)[1] in get_table(raw, new.rsplit(".", 1)[0]):
+            raise SpecError(f"{old} and {new} are both given: {old} is the deprecated name of {new}; keep {new}")
+        warnings.warn(f"{old} is deprecated: use {new}" + (f" (= {old} × {factor:.12g})" if factor != 1.0 else ""),
+                      FutureWarning, stacklevel=4)
+        if factor != 1.0 and isinstance(val, (int, float)) and not isinstance(val, bool):
+            val = val * factor
+        _set(raw, new, val)
+    axes = raw.get("axes")
+    if isinstance(axes, dict):
+        for key in list(axes):
+            if key in sch.aliases:
+                new, factor = sch.aliases[key]
+                warnings.warn(f"axes.{key}: {key} is deprecated: use {new}", FutureWarning, stacklevel=4)
+                ax = axes.pop(key)
+                axes[new] = _scaled_axis(ax, factor)
+
+
+def _drop_empty(raw, path):
+    parts = path.split(".")
+    parent = get_table(raw, ".".join(parts[:-1])) if len(parts) > 1 else raw
+    if isinstance(parent, dict) and parent.get(parts[-1]) == {}:
+        del parent[parts[-1]]
+
+
+def _scaled_axis(ax, factor):
+    if factor == 1.0 or not isinstance(ax, dict):
+        return ax
+    out = dict(ax)
+    for kind, arg in ax.items():
+        if kind in ("linspace", "logspace") and isinstance(arg, list) and len(arg) == 3:
+            out[kind] = [arg[0] * factor, arg[1] * factor, arg[2]]
+        elif kind in ("values", "uniform", "loguniform", "normal") and isinstance(arg, list):
+            out[kind] = [x * factor if _is_num(x) else x for x in arg]
+    return out
+
+
+def merge_defaults(raw):
+    """The mechanism's declared defaults (``model.mechanism``, default slider_crank) overlaid by
+    ``raw``; an unknown table or key is a SpecError naming it (with the closest allowed name)."""
+    mech, model = _mechanism_of(raw)
+    sch = schema(mech, model)
+    if sch.aliases:
+        raw = copy.deepcopy(raw)
+        _apply_aliases(raw, sch)
+        sch = schema(mech, raw.get("model", {}))
     spec = copy.deepcopy(sch.tables)
-    for sec, table in raw.items():
-        if sec.startswith("_"):
-            continue
-        if sec in EXTRA_TABLES:  # checked by the command that reads them (jaxclear.identify)
-            if not isinstance(table, dict):
-                raise SpecError(f"[{sec}] must be a table, got {table!r}")
-            spec[sec] = copy.deepcopy(dict(table))
-            continue
-        if sec not in sch.tables:
-            allowed = list(sch.tables) + list(EXTRA_TABLES)
-            raise SpecError(f"unknown table [{sec}]{_did_you_mean(sec, allowed)}; allowed: {', '.join(allowed)}"
-                            + (f" (model.mechanism = {mech!r})" if mech != DEFAULT_MECHANISM else ""))
-        if not isinstance(table, dict):
-            raise SpecError(f"[{sec}] must be a table, got {table!r}")
-        if sec == "axes":
-            spec["axes"] = dict(table)
-            continue
-        for k, v in table.items():
-            if k not in sch.allowed(sec):
-                raise SpecError(f"unknown key {sec}.{k}{_did_you_mean(k, sch.allowed(sec))}")
-            spec[sec][k] = v
+    prefixes = {".".join(p.split(".")[:i]) for p in sch.decl for i in range(1, p.count(".") + 1)}
+    suffix = f" (model.mechanism = {mech!r})" if mech != DEFAULT_MECHANISM else ""
+
+    def walk(d, path):
+        for k, v in d.items():
+            full = f"{path}.{k}" if path else k
+            if not path and (k.startswith("_")):
+                continue
+            if not path and k in EXTRA_TABLES:  # checked by the command that reads them (identify)
+                if not isinstance(v, dict):
+                    raise SpecError(f"[{k}] must be a table, got {v!r}")
+                spec[k] = copy.deepcopy(dict(v))
+                continue
+            if not path and k == "axes":
+                if not isinstance(v, dict):
+                    raise SpecError(f"[axes] must be a table, got {v!r}")
+                spec["axes"] = dict(v)
+                continue
+            if full in sch.decl:
+                if not isinstance(v, dict):
+                    raise SpecError(f"[{full}] must be a table, got {v!r}")
+                keys = sch.decl[full].keys()
+                for kk, vv in v.items():
+                    sub = f"{full}.{kk}"
+                    if kk in keys:
+                        _set(spec, sub, vv)
+                    elif sub in sch.decl or sub in prefixes:
+                        walk({kk: vv}, full)
+                    else:
+                        raise SpecError(f"unknown key {sub}{_did_you_mean(kk, keys)}"
+                                        + (f"; allowed: {', '.join(keys)}" if len(keys) <= 12 else "") + suffix)
+            elif full in prefixes:
+                if not isinstance(v, dict):
+                    raise SpecError(f"[{full}] must be a table, got {v!r}")
+                walk(v, full)
+            else:
+                if path:
+                    here = sorted({p[len(path) + 1:].split(".")[0] for p in sch.decl if p.startswith(path + ".")})
+                else:
+                    here = list(sch.tables) + list(EXTRA_TABLES)
+                label = f"table [{full}]" if (isinstance(v, dict) or not path) else f"key {full}"
+                raise SpecError(f"unknown {label}{_did_you_mean(k, here)}; allowed: {', '.join(here)}{suffix}")
+
+    walk(raw, "")
     return spec
 
 
-def _check_type(path, value, default):
-    if isinstance(default, bool):
-        ok = isinstance(value, bool)
-        want = "true/false"
-    elif isinstance(default, int) and not isinstance(default, bool):
-        ok = isinstance(value, int) and not isinstance(value, bool)
-        want = "an integer"
-    elif isinstance(default, float):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        want = "a number"
-    elif isinstance(default, list):
-        ok = isinstance(value, list)
-        want = "a list"
-    elif isinstance(default, str) and path == "laws.stiffness":
-        ok = value == "auto" or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0)
-        want = '"auto" or a positive number [N/m^n]'
+def _check_type(path, value, p: Param):
+    kind = p.kind
+    if kind == "bool":
+        ok, want = isinstance(value, bool), "true/false"
+    elif kind == "int":
+        ok, want = isinstance(value, int) and not isinstance(value, bool), "an integer"
+    elif kind == "float":
+        ok, want = _is_num(value), "a number"
+    elif kind == "list":
+        ok, want = isinstance(value, list), "a list"
     else:
-        ok = isinstance(value, str)
-        want = "a string"
+        ok, want = isinstance(value, str), "a string"
+    if p.check is not None:  # the key's own type rule replaces the default one
+        msg = p.check(path, value)
+        if msg:
+            raise SpecError(f"{path} = {value!r}: {msg}")
+        return
     if not ok:
         raise SpecError(f"{path} = {value!r}: expected {want}")
-    if isinstance(default, list) and path in ("profile.fourier_a_m", "profile.fourier_b_m"):
-        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
-            raise SpecError(f"{path} = {value!r}: expected a list of numbers [m]")
-    if isinstance(default, list) and path == "outputs.histories":
-        if not all(isinstance(x, str) for x in value):
-            raise SpecError(f"{path} = {value!r}: expected a list of channel names (strings)")
+    if kind == "list" and p.items is float and not all(_is_num(x) for x in value):
+        raise SpecError(f"{path} = {value!r}: expected a list of numbers" + (f" [{p.si_unit}]" if p.si_unit else ""))
 
 
 def check_range(path, value, sch: Schema | None = None):
-    """Refuse a value outside the mechanism's range of ``path`` or past a unit guard (naming both)."""
+    """Refuse a value outside the declared range of ``path`` or past its unit guard (naming both)."""
     sch = sch or schema()
     v = float(value)
     if path in sch.ranges:
@@ -294,44 +435,55 @@ def variant_columns(spec, paths, values):
     """{path: value} of the floats of the sweepable tables, swept paths as (B,) columns."""
     sch = schema_of(spec)
     cols = {}
-    for s in sch.sweepable:
-        for k, v in spec[s].items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and isinstance(sch.allowed(s)[k], float):
-                cols[f"{s}.{k}"] = v
+    for path in sch.floats():
+        tbl, k = path.rsplit(".", 1)
+        d = get_table(spec, tbl)
+        if isinstance(d, dict) and k in d and _is_num(d[k]):
+            cols[path] = d[k]
     for j, p in enumerate(paths):
         cols[p] = values[:, j]
     return cols
 
 
-def validate(spec):
-    """Types, ranges, names and cross-field physics of a merged spec (raises SpecError)."""
-    from . import integrate
-
+def flat_values(spec):
+    """{dotted path: value} of every key of the sweepable tables present in the spec."""
     sch = schema_of(spec)
-    for sec in sch.tables:
-        if sec == "axes":
+    out = {}
+    for path in sch.sweepable:
+        d = get_table(spec, path)
+        if isinstance(d, dict):
+            for k, v in d.items():
+                if k in sch.decl[path].keys():
+                    out[f"{path}.{k}"] = v
+    return out
+
+
+def validate(spec):
+    """Types, ranges, choices and the mechanism's cross-field rules of a merged spec (SpecError)."""
+    sch = schema_of(spec)
+    for tpath, t in sch.decl.items():
+        d = get_table(spec, tpath)
+        if d is None:
             continue
-        for k, v in spec[sec].items():
-            _check_type(f"{sec}.{k}", v, sch.allowed(sec)[k])
-            if not isinstance(v, (list, str, bool)):
-                check_range(f"{sec}.{k}", v, sch)
-    it = spec["integrator"]
+        for k, v in d.items():
+            p = t.get(k)
+            path = f"{tpath}.{k}"
+            if p is None:  # a nested table of its own (joints.<name>.laws), validated as such
+                continue
+            _check_type(path, v, p)
+            if p.choices is not None:
+                check_choice(path, v, p.choices)
+            if p.kind == "int" and p.range and not p.range[0] <= v <= p.range[1]:
+                raise SpecError(f"{path} = {v!r} is outside the allowed range [{p.range[0]}, {p.range[1]}]")
+            if p.kind == "float":
+                check_range(path, v, sch)
     hook = getattr(sch.module, "validate_spec", None)
     if hook is not None:
         hook(spec)
-    check_choice("integrator.scheme", it["scheme"], integrate.SCHEMES)
-    check_choice("integrator.precision", it["precision"], ("float64", "float32"))
-    check_choice("sampling.method", spec["sampling"].get("method", "random"), SAMPLING_METHODS)
     for ch in spec["outputs"]["histories"]:
         if ch not in sch.channels:
             raise SpecError(f"outputs.histories entry {ch!r}{_did_you_mean(ch, sch.channels)}; "
                             f"allowed: {', '.join(sch.channels)}")
-    for path, (lo, hi) in sch.int_ranges.items():
-        sec, k = path.split(".")
-        if not lo <= spec[sec][k] <= hi:
-            raise SpecError(f"{path} = {spec[sec][k]!r} is outside the allowed range [{lo}, {hi}]")
-    if it["t_end_s"] < 0:
-        raise SpecError(f"integrator.t_end_s = {it['t_end_s']!r}: must be > 0 (or 0 to use integrator.revolutions)")
     paths, values = axes_values(spec)  # validates the axes
     check_values(variant_columns(spec, paths, values), sch)
 
@@ -340,29 +492,25 @@ def swept_paths(spec):
     return list(spec["axes"].keys())
 
 
-def _sweepable_keys(sch):
-    return [f"{s}.{kk}" for s in sch.sweepable for kk in sch.allowed(s) if isinstance(sch.allowed(s)[kk], float)]
-
-
 def resolve_axis_key(spec, key):
     """An axis key is a dotted path or a bare key unique across the sweepable tables."""
     sch = schema_of(spec)
+    floats = sch.floats()
     if "." in key:
-        sec, k = key.split(".", 1)
-        if sec not in sch.sweepable or k not in sch.allowed(sec):
-            raise SpecError(f"axes.{key}: unknown key{_did_you_mean(key, _sweepable_keys(sch))}")
+        if key not in sch.params or sch.params[key].kind == "float" and key not in floats:
+            raise SpecError(f"axes.{key}: unknown key{_did_you_mean(key, floats)}")
         path = key
     else:
-        hits = [f"{s}.{key}" for s in sch.sweepable if key in sch.allowed(s)]
+        hits = [p for p in sch.params if p.rsplit(".", 1)[1] == key and p.rsplit(".", 1)[0] in sch.sweepable]
         if len(hits) != 1:
-            raise SpecError(f"axes.{key}: unknown key{_did_you_mean(key, [p.split('.', 1)[1] for p in _sweepable_keys(sch)])}")
+            raise SpecError(f"axes.{key}: unknown key{_did_you_mean(key, [p.rsplit('.', 1)[1] for p in floats])}"
+                            + (f"; ambiguous: {', '.join(hits)}" if len(hits) > 1 else ""))
         path = hits[0]
-    sec, k = path.split(".")
-    if not isinstance(sch.allowed(sec)[k], float):
+    if sch.params[path].kind != "float":
         raise SpecError(f"axes.{key}: {path} is structural (not a float) and cannot be swept")
-    if k in FOURIER_KEYS and sec == "profile" and spec["profile"]["kind"] != "fourier":
-        raise SpecError(f"axes.{key}: Fourier harmonic axes need profile.kind = 'fourier' (and profile points), "
-                        f"got profile.kind = {spec['profile']['kind']!r}")
+    hook = getattr(sch.module, "check_axis", None)
+    if hook is not None:
+        hook(spec, key, path)
     return path
 
 
@@ -374,6 +522,7 @@ def parse_axes(spec):
     """The axes as a list of dicts: key, path, kind, arg, zip (group name or None), values
     (grid kinds: the 1-D array of values; random kinds: None)."""
     out, seen = [], {}
+    sch = schema_of(spec)
     for key, ax in spec["axes"].items():
         path = resolve_axis_key(spec, key)
         if path in seen:
@@ -427,7 +576,7 @@ def parse_axes(spec):
         if vals is not None:
             for v in vals:
                 try:
-                    check_range(path, float(v), schema_of(spec))
+                    check_range(path, float(v), sch)
                 except SpecError as e:
                     raise SpecError(f"axes.{key}.{kind}: {e}") from None
         out.append({"key": key, "path": path, "kind": kind, "arg": arg, "zip": grp, "values": vals})
@@ -526,7 +675,8 @@ def axes_info(spec):
 
 
 def column_name(path):
-    """metrics.csv column of a swept key: the key itself (it carries its unit)."""
+    """metrics.csv column of a swept key: the key without its first table (it carries its unit),
+    e.g. ``clearance_m``; a key of a nested table keeps the nesting (``crank_rod.clearance_m``)."""
     return path.split(".", 1)[1]
 
 

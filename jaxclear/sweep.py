@@ -50,9 +50,12 @@ def mechanism_of(spec):
     return mechanisms.get(spec["model"]["mechanism"])
 
 
-def _flat(spec):
-    """All scalar/list parameters as {dotted path: value} from the sweepable tables."""
-    return {f"{s}.{k}": v for s in specmod.schema_of(spec).sweepable for k, v in spec[s].items()}
+def flat_values(spec):
+    """All parameters of the sweepable tables as {dotted path: value} (``spec.flat_values``)."""
+    return specmod.flat_values(spec)
+
+
+_flat = flat_values
 
 
 def make_config(spec, t_end):
@@ -65,14 +68,17 @@ def plan(spec) -> Plan:
     mech = mechanism_of(spec)
     B = max(1, values.shape[0])
     cols = specmod.variant_columns(spec, paths, values)
-    cfg = mech.make_config(spec, mech.t_end(spec, cols))
+    t_end = mech.t_end(spec, cols)
+    cfg = mech.make_config(spec, t_end)
+    if hasattr(mech, "ideal_samples"):  # one reference sample count for the whole sweep
+        cfg = replace(cfg, ideal_samples=mech.ideal_samples(cols, cfg.n_steps * cfg.dt))
     it = spec["integrator"]
     cs = it["chunk_size"] or parallel.auto_chunk_size(B, bytes_per_variant(cfg, it["precision"], mech))
     p = Plan(cfg=cfg, paths=tuple(paths), values=values, t_end=cfg.n_steps * cfg.dt,
              dtype=it["precision"], chunk_size=min(cs, B), mechanism=spec["model"]["mechanism"])
     check_variants(spec, p)
     if p.dtype == "float32" and hasattr(mech, "warn_float32"):
-        mech.warn_float32(spec, _variant_flat(spec, p, np.arange(p.n_variants)))
+        mech.warn_float32(spec, variant_flat(spec, p, np.arange(p.n_variants)))
     return p
 
 
@@ -86,9 +92,9 @@ def bytes_per_variant(cfg, precision: str, mech=None) -> float:
     return 2.0 * cfg.n_saves * max(1, len(cfg.outputs)) * item + 16384
 
 
-def _variant_flat(spec, plan_: Plan, idx):
-    """{path: np.array (b,)} for the swept paths, scalars for the others."""
-    flat = _flat(spec)
+def variant_flat(spec, plan_: Plan, idx):
+    """{path: np.array (b,)} for the swept paths of variants ``idx``, scalars for the others."""
+    flat = flat_values(spec)
     for j, pth in enumerate(plan_.paths):
         flat[pth] = plan_.values[idx, j]
     return flat
@@ -104,7 +110,7 @@ def batch_params(spec, plan_: Plan, idx):
     """Params with a leading variant axis for the variant indices ``idx`` (vmap over the swept
     paths only; the fixed values enter as constants)."""
     dtype = jnp.float64 if plan_.dtype == "float64" else jnp.float32
-    flat = _variant_flat(spec, plan_, idx)
+    flat = variant_flat(spec, plan_, idx)
     swept = {k: jnp.asarray(flat[k], dtype) for k in plan_.paths}
     fixed = {k: v for k, v in flat.items() if k not in swept}
     mech = plan_.mech
@@ -124,7 +130,7 @@ def check_variants(spec, plan_: Plan, block=4096):
     the mechanism's ``check_params`` (for the clearance-joint mechanisms: the bushing staying
     outside the journal and dt under the stability bound)."""
     B = plan_.n_variants
-    specmod.check_values(_variant_flat(spec, plan_, np.arange(B)), specmod.schema_of(spec))
+    specmod.check_values(variant_flat(spec, plan_, np.arange(B)), specmod.schema_of(spec))
     hook = getattr(plan_.mech, "check_params", None)
     if hook is None:
         return
@@ -162,7 +168,7 @@ def estimate(spec_or_path, overrides=(), probe_steps=200):
     cfg, B, cs = pl.cfg, pl.n_variants, pl.chunk_size
     n_chunks = math.ceil(B / cs)
     ex = exec_size(cs)  # the executed (device-padded) chunk: what the compiled function sees
-    example = batch_params(spec, pl, _padded(np.arange(cs), ex))
+    example = batch_params(spec, pl, padded(np.arange(cs), ex))
     mech = pl.mech
     out_shape = jax.eval_shape(jax.vmap(lambda p: mech.simulate(cfg, p)), example)
     params_b, out_b, hist_chunk_b = _nbytes(example), _nbytes(out_shape), _nbytes(out_shape.history)
@@ -269,9 +275,12 @@ def _chunk_indices(ci, cs, n):
     return np.arange(ci * cs, min(n, (ci + 1) * cs))
 
 
-def _padded(idx, cs):
+def padded(idx, cs):
     """A chunk's variant indices padded to ``cs`` by repeating its last variant."""
     return np.concatenate([idx, np.full(cs - len(idx), idx[-1])])
+
+
+_variant_flat, _padded = variant_flat, padded  # older private names
 
 
 def _pending_chunks(st, n_chunks):
@@ -412,7 +421,7 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
     try:
         for k, ci in enumerate(pending):
             idx = _chunk_indices(ci, cs, B)
-            p = batch_params(spec, pl, _padded(idx, cs_exec))
+            p = batch_params(spec, pl, padded(idx, cs_exec))
             _, c_s = compiled(pl, p)
             compile_s += c_s
             t0 = time.perf_counter()

@@ -230,8 +230,14 @@ def test_spec_bad_inputs_name_the_field():
     from jaxclear import spec as specmod, sweep
     with pytest.raises(specmod.SpecError, match="friction.kinetic_coefficient"):
         specmod.load({**_spec(), "friction": {"static_coefficient": 0.1, "kinetic_coefficient": 0.2}})
-    with pytest.raises(specmod.SpecError, match="contact.law"):
-        specmod.load({**_spec(), "contact": {"law": "hertzz"}})
+    with pytest.raises(specmod.SpecError, match="laws.normal = 'hertzz'"):
+        specmod.load({**_spec(), "laws": {"normal": "hertzz"}})
+    # the deprecated [contact] keys are still read, with a warning naming the new key
+    with pytest.warns(FutureWarning, match="contact.law is deprecated: use laws.normal"):
+        with pytest.raises(specmod.SpecError, match="laws.normal = 'hertzz'"):
+            specmod.load({**_spec(), "contact": {"law": "hertzz"}})
+    with pytest.raises(specmod.SpecError, match=r"unknown key integrator.dt_s.*steps_per_period"):
+        specmod.load({**_spec(), "integrator": {"dt_s": 1e-4}})  # the oscillator's step is T/N: dt_s does nothing
     with pytest.raises(specmod.SpecError, match="save_every"):
         specmod.load({**_spec(), "integrator": {"steps_per_period": 1000, "record_periods": 3, "save_every": 7}})
     with pytest.raises(specmod.SpecError, match=r"steps_per_period = 1000 .*variant 0"):

@@ -13,21 +13,18 @@ import numpy as np
 import pytest
 
 from jaxclear import integrate, mechanisms, spec as specmod, store, sweep
+from jaxclear.schema import POSITIVE, Param, Table
 
 # ---------------------------------------------------------------- a 1-DOF oscillator, protocol-complete
 
-SPEC_TABLES = {
-    "model": {"mechanism": "toy_oscillator", "mass_kg": 1.0, "stiffness_N_per_m": 100.0,
-              "initial_position_m": 0.01},
-    "integrator": {"scheme": "leapfrog", "dt_s": 1e-3, "t_end_s": 1.0, "revolutions": 1.0,
-                   "save_every": 10, "precision": "float64", "chunk_size": 0, "steady_revolutions": 1.0,
-                   "continuous_contact_s": 1e-3},
-    "outputs": {"histories": ["position_m"], "plot_variants": 0, "plots": False},
-}
-SWEEPABLE = ("model",)
-RANGES = {"model.mass_kg": (0.0, math.inf, False), "model.stiffness_N_per_m": (0.0, math.inf, False),
-          "model.initial_position_m": (-1.0, 1.0, True)}
 OUTPUT_CHANNELS = {"position_m": "x", "velocity_m_per_s": "ẋ"}
+TABLES = [
+    Table("model", (Param("mechanism", "toy_oscillator"), Param("mass_kg", 1.0, range=POSITIVE, field="m"),
+                    Param("stiffness_N_per_m", 100.0, range=POSITIVE, field="k"),
+                    Param("initial_position_m", 0.01, range=(-1.0, 1.0, True), field="x0"))),
+    specmod.integrator_table(integrate.SCHEMES, "leapfrog", dt_s=1e-3, t_end_s=1.0, save_every=10),
+    specmod.outputs_table(OUTPUT_CHANNELS, ["position_m"], plot_variants=0, plots=False),
+]
 
 
 @dataclass(frozen=True)
@@ -43,10 +40,7 @@ class Config:
         return self.n_saves * self.save_every
 
 
-class Params(NamedTuple):
-    m: jnp.ndarray
-    k: jnp.ndarray
-    x0: jnp.ndarray
+Params = mechanisms.params_type("Params", TABLES[0])
 
 
 class Result(NamedTuple):
@@ -67,8 +61,7 @@ def make_config(spec, t_end):
 
 
 def params(spec, cfg, flat, dtype, t_end):
-    f = lambda k: jnp.asarray(flat[k], dtype)
-    return Params(f("model.mass_kg"), f("model.stiffness_N_per_m"), f("model.initial_position_m"))
+    return Params(**mechanisms.declared(TABLES[0], flat, dtype))
 
 
 def check_params(spec, cfg, p, name):

@@ -49,7 +49,7 @@ def circle_model():
             "model.rod_mass_kg", "laws.youngs_modulus_Pa", "joint.journal_radius_m"]
     pl = sweep.plan(spec)
     f = S.metric_function(spec, pl, keys)
-    x0 = jnp.asarray([sweep._flat(spec)[k] for k in keys])
+    x0 = jnp.asarray([sweep.flat_values(spec)[k] for k in keys])
     fj = jax.jit(lambda th: f(th, {}, None))
     J = np.asarray(jax.jit(jax.jacfwd(lambda th: f(th, {}, None)))(x0))
     return spec, pl, keys, x0, fj, J

@@ -1,144 +1,110 @@
-"""Mechanism models and their registry: ``model.mechanism`` in a spec names one of ``REGISTRY``.
+"""Mechanism models and their registry: ``model.mechanism`` in a spec names one of them.
 
 ``jaxclear run SPEC`` reads ``model.mechanism`` (default ``"slider_crank"``), imports the module
-registered under that name (``get``) and lets it supply the physics; everything else — spec
-parsing, axes and sampling, chunking, padding, device sharding, the zarr store, resume, progress,
-metrics.csv/parquet, summary.json — is shared (``jaxclear.spec``, ``jaxclear.sweep``).  A new
-model is one module implementing the protocol below plus one line in ``REGISTRY``.
+registered under that name (``schema.REGISTRY``; ``get``, ``register``) and lets it supply the
+physics; everything else — spec parsing, axes and sampling, chunking, padding, device sharding,
+the zarr store, resume, progress, metrics.csv/parquet, summary.json, sensitivities and
+identification (``jaxclear.study``) — is shared.  A new model is one module implementing the
+protocol below plus one ``register`` call; ``docs/architecture.md`` has the shortest complete
+example.
 
 Protocol (module-level names; "optional" ones have the default stated)
 ====================================================================
 
-Spec, plain Python (read by ``jaxclear.spec`` before any JAX work; raise ``spec.SpecError``
-naming the key path, its value and what is allowed):
+Spec (plain Python, read by ``jaxclear.spec`` before any JAX work):
 
-``SPEC_TABLES: dict[str, dict]``
-    The tables of this mechanism's specs with their defaults, ``{table: {key: default}}``.
-    Must contain ``"model"`` whose first key is ``"mechanism": <registry name>``.  A default's
-    Python type is the key's type (float: number, sweepable; int; bool; str; list).  The common
-    tables ``sweep``, ``integrator``, ``outputs``, ``sampling``, ``axes`` (``spec.COMMON_TABLES``)
-    are always there; a table given here with a common name replaces the common one wholesale
-    (e.g. ``"integrator"`` with other default ``dt_s``/``t_end_s``, ``"outputs"`` with the
-    mechanism's default ``histories``; keep every common key in it).  Other names add tables
-    (the clearance-joint mechanisms add ``joint``, ``profile``, ``laws`` from ``_clearance``).
-``SPEC_OPTIONAL: dict[str, dict]`` (optional, ``{}``)
-    Keys accepted in a table but present in the merged spec only when given (they do not change
-    the spec hash of specs written without them).
-``SWEEPABLE: tuple[str, ...]``
-    Tables whose float keys may be axes (``model`` at least).
-``RANGES: dict[path, (lo, hi, inclusive_lo)]``, ``INT_RANGES: dict[path, (lo, hi)]`` (optional),
-``UNIT_LIMITS: dict[path, (limit, ">=" | "<", hint)]`` (optional)
-    Admissible ranges of this mechanism's float keys (checked for every variant), of its integer
-    keys (inclusive), and likely-unit-mistake guards.  Common ``integrator.*``/``outputs.*``/
-    ``sampling.*`` ranges are added by ``spec``.
+``TABLES: list[schema.Table]`` or ``tables(model: dict) -> list[schema.Table]``
+    The mechanism's tables, every key declared once (``schema.Param``: default, doc, range,
+    unit guard, choices, params field).  ``tables`` receives the spec's ``[model]`` as given
+    (structural values only matter), for tables that depend on the spec's content.  Must
+    contain ``model`` (whose ``mechanism`` key defaults to the registry name), ``integrator``
+    (``spec.integrator_table``) and ``outputs`` (``spec.outputs_table``).  Every key a mechanism
+    declares must be used by it: a key that does nothing is not declared, and is then refused.
 ``OUTPUT_CHANNELS: dict[str, str]``
     Channels ``outputs.histories`` may name, with a one-line description (unit in the name).
-``validate_spec(spec) -> None`` (optional)
-    Structural checks of the merged spec: string choices, cross-key rules of static keys.
-``check_values(cols) -> None`` (optional)
-    Cross-field physics over every variant; ``cols`` is ``{dotted path: scalar or (B,) array}``
-    for every float of the ``SWEEPABLE`` tables (swept paths as columns).
+``validate_spec(spec)``, ``check_axis(spec, key, path)``, ``check_values(cols)`` (optional)
+    Cross-key rules of static keys; of an axis; and cross-field physics over every variant
+    (``cols``: {dotted path: scalar or (B,) array} of the floats of the sweepable tables).
+    Raise ``spec.SpecError`` naming the key path, its value and what is allowed.
 
-Run (``jaxclear.sweep``; the only JAX in the protocol is ``params`` and ``simulate``):
+Run (``jaxclear.sweep``, ``jaxclear.study``):
 
-``t_end(spec, cols) -> float``
-    Simulated time [s] before rounding to whole steps (``cols`` as in ``check_values``; e.g.
-    ``integrator.t_end_s`` when > 0, else a number of revolutions of the slowest variant).
-``make_config(spec, t_end) -> Config``
-    The static configuration: a frozen (hashable) dataclass, one compiled function per distinct
-    value.  It must have ``dt`` [s], ``save_every``, ``n_saves``, ``n_steps`` (= product),
-    ``scheme`` (``integrate.SCHEMES``) and ``outputs`` (tuple of channel names).
+``t_end(spec, cols) -> float``, ``make_config(spec, t_end) -> Config``
+    Simulated time [s]; the static configuration (frozen, hashable: one compiled function per
+    value) with ``dt``, ``save_every``, ``n_saves``, ``n_steps``, ``scheme``, ``outputs``.
 ``params(spec, cfg, flat, dtype, t_end) -> Params``
     The params pytree of ONE variant from ``flat = {dotted path: scalar}`` (swept values may be
-    tracers: ``sweep`` vmaps this over the swept paths only); floats as ``dtype``.
-``check_params(spec, cfg, p, name) -> None`` (optional)
-    Checks on a block of batched params (leading variant axis) before compiling, e.g.
-    ``integrator.dt_s`` against the stability bound; ``name(i)`` is the text naming the block's
-    i-th variant (``"variant 12 (joint.clearance_m = 0.0005)"``) to put in the SpecError.
+    tracers); ``declared(table, flat, dtype)`` fills the fields its declarations name.
+``check_params(spec, cfg, p, name)`` (optional)
+    Checks of a block of batched params before compiling (stability bound...).
 ``simulate(cfg, p) -> Result``
-    Pure, one variant; ``sweep`` runs ``jit(vmap(simulate))`` per chunk.  ``Result`` is a pytree
-    with a field ``history``: ``{channel: (n_saves,) or (n_saves, J)}`` for the requested
-    ``cfg.outputs`` (J = ``len(joint_names(cfg))``); every other field is for ``chunk_metrics``.
+    Pure, one variant; ``Result.history`` = {channel: (n_saves,) or (n_saves, J)}.
+``study(spec, cfg) -> study.Study`` (optional for ``run``; needed by ``sensitivity``/``identify``)
+    The differentiable metrics of one variant and the amplification reference (closed form or
+    a simulated ideal twin), the one definition ``run``, ``sensitivity`` and ``identify`` share.
 ``chunk_metrics(spec, cfg, p, res, n_real, t_end) -> dict[str, np.ndarray]``
-    The metrics.csv columns of one chunk (batched ``p`` and ``res`` as numpy-convertible arrays
-    of the padded chunk; return the first ``n_real`` rows).  SI units in the column names.  Must
-    contain ``finite`` (bool): the variant stayed finite — a NaN variant is flagged, never
-    raised.  Columns must be the same for every chunk of a sweep.
-``joint_names(cfg) -> tuple[str, ...]``
-    Labels of the trailing axis of per-joint channels (store attr ``joints``, xarray ``joint``
-    coordinate); ``()`` when every channel is a scalar per saved step.
-``describe(spec, cfg) -> dict`` (optional, ``{}``)
-    JSON-able entries for summary.json and ``jaxclear plan`` (e.g. ``clearance_joint``,
-    ``geometry``, ``n_points``).
-``bytes_per_variant(cfg, precision) -> float`` (optional)
-    Device bytes of one variant, for the automatic chunk size.  Default: histories twice plus
-    16 kB.
-``warn_float32(spec, cols) -> None`` (optional)
-    Warn (``warnings.warn``) when float32 cannot resolve the model.
-``plots(outdir, spec, table, summary, hists, t) -> list[str]`` (optional, no plots)
-    Write PNGs under ``outdir/plots`` and return their paths relative to ``outdir``.
-
-A mechanism without clearance joints (one body on the ground, a 1-DOF oscillator) implements
-the same names: ``SPEC_TABLES`` with ``model`` (and e.g. ``contact``/``friction`` tables),
-``joint_names`` returning ``()`` or its contact labels, ``chunk_metrics`` with its own columns.
-``slider_crank`` and ``four_bar`` are the worked examples.
+    The metrics.csv columns of one chunk (SI units in the names; a ``finite`` bool column).
+``joint_names(cfg)``, ``describe(spec, cfg)``, ``bytes_per_variant(cfg, precision)``,
+``warn_float32(spec, cols)``, ``plots(outdir, spec, table, summary, hists, t)`` (optional)
+    Labels of the per-joint axis; summary.json entries; device bytes per variant; float32
+    warnings; the PNGs.
 """
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
 
-# name -> module path.  Imported on first use, so a broken or heavy model costs nothing to
-# specs of the others.
-REGISTRY = {
-    "slider_crank": "jaxclear.mechanisms.slider_crank",
-    "four_bar": "jaxclear.mechanisms.four_bar",
-    "impact_oscillator": "jaxclear.mechanisms.impact_oscillator",
-    "plate_compactor": "jaxclear.mechanisms.plate_compactor",
-}
+from .. import schema as _schema
+from ..schema import REGISTRY  # noqa: F401  (the registry itself lives with the declarations)
 
 
 def names():
     """The registered mechanism names, in registration order."""
-    return tuple(REGISTRY)
+    return _schema.mechanism_names()
 
 
 def get(name):
     """The module of mechanism ``name`` (KeyError listing the registered names otherwise)."""
-    if name not in REGISTRY:
-        raise KeyError(f"mechanism {name!r} is not registered; registered: {', '.join(REGISTRY)}")
-    mod = REGISTRY[name]
-    return importlib.import_module(mod) if isinstance(mod, str) else mod
+    return _schema.mechanism_module(name)
 
 
 def register(name, module):
     """Register a mechanism: a module path (imported on first use) or a module object (models
     living outside jaxclear, tests).  Specs are validated against the registry as it is then."""
-    REGISTRY[name] = module
-    from .. import spec
-    spec.schema.cache_clear()
+    _schema.register(name, module)
 
 
-class _Lazy(dict):
-    """``MECHANISMS[name]`` -> module, imported on access (kept for older callers)."""
+def params_type(name, table, extra=(), doc=""):
+    """A frozen dataclass pytree (every field a leaf) with one field per declared ``Param.field``
+    of ``table`` (in declaration order) followed by ``extra`` field names: the params type is
+    generated from the declarations, so a parameter is written once.  It keeps the NamedTuple
+    conveniences ``_fields`` and ``_replace``."""
+    import jax
 
-    def __getitem__(self, name):
-        return get(name)
-
-    def __iter__(self):
-        return iter(REGISTRY)
-
-    def __contains__(self, name):
-        return name in REGISTRY
-
-    def __len__(self):
-        return len(REGISTRY)
-
-    def keys(self):
-        return REGISTRY.keys()
+    fields = [p.field for p in table.params if p.field] + list(extra)
+    cls = dataclasses.make_dataclass(name, fields, frozen=True)
+    cls.__doc__ = doc or f"{name}: " + ", ".join(fields)
+    cls._fields = tuple(fields)
+    cls._replace = lambda self, **kw: dataclasses.replace(self, **kw)
+    return jax.tree_util.register_dataclass(cls, data_fields=fields, meta_fields=[])
 
 
-MECHANISMS = _Lazy()
+def declared(table, flat, dtype):
+    """{field: value in SI} for every ``Param`` of ``table`` that names a params field, read from
+    ``flat`` = {dotted path: value} (value × ``Param.scale``, e.g. rpm → rad/s)."""
+    import jax.numpy as jnp
+
+    out = {}
+    for p in table.params:
+        if p.field:
+            x = jnp.asarray(flat[f"{table.path}.{p.key}"], dtype)
+            out[p.field] = x * p.scale if p.scale != 1.0 else x
+    return out
+
+
+def defaults(table):
+    """{dotted path: default} of a table's keys (for building params outside a spec)."""
+    return {f"{table.path}.{p.key}": p.default for p in table.params}
 
 
 def float_params(cls, base: dict, overrides: dict, what: str):
@@ -153,4 +119,3 @@ def float_params(cls, base: dict, overrides: dict, what: str):
     fields = {**base, **overrides}
     dt = jnp.result_type(float)
     return cls(**{k: jnp.asarray(v, dtype=dt) for k, v in fields.items()})
-

@@ -1,9 +1,11 @@
 """The spec tables every clearance-joint mechanism shares: ``[joint]``, ``[profile]``, ``[laws]``.
 
-Their defaults, ranges and checks, and how they become the engine's ``joints.JointConfig``
-(static) and ``joints.JointParams`` (one variant).  Used by ``slider_crank`` and ``four_bar``;
-a mechanism with several clearance joints gives all of them the same values (leaves stacked
-on a leading joint axis by ``stacked``).
+Their declarations (``schema.Param``: defaults, ranges, unit guards, docs), their checks, and how
+they become the engine's ``joints.JointConfig`` (static) and ``joints.JointParams`` (one variant).
+Used by ``slider_crank`` and ``four_bar``.  With several clearance joints the shared tables give
+every joint its values and each joint may override the float ones in its own tables
+``joints.<name>``, ``joints.<name>.profile``, ``joints.<name>.laws`` (``joints_params``: leaves
+stacked on a leading joint axis); structural keys (profile kind, points, laws) are shared.
 """
 
 from __future__ import annotations
@@ -17,63 +19,162 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import joints, laws, profiles
+from ..schema import NONNEGATIVE, POSITIVE, Param, Table
 from .. import spec as specmod
-from ..spec import FOURIER_KEYS, MAX_HARMONIC, PROFILE_KINDS, SpecError
+from ..spec import SpecError
 
-TABLES = {
-    "joint": {"journal_radius_m": 0.010, "clearance_m": 0.5e-3},
-    "profile": {
-        "kind": "circle",
-        "method": "auto",
-        "n_points": 72,
-        "max_regions": 4,
-        "refine": True,
-        "wear_depth_m": 0.0,
-        "wear_order": 2,
-        "wear_angle_deg": 0.0,
-        "wear_half_width_deg": 30.0,
-        "ellipse_ratio": 1.0,
-        "fourier_a_m": [],
-        "fourier_b_m": [],
-        "path": "",
-    },
-    "laws": {
-        "normal": "lankarani_nikravesh",
-        "stiffness": "auto",
-        "youngs_modulus_Pa": 207e9,
-        "poisson_ratio": 0.3,
-        "exponent": 1.5,
-        "restitution": 0.9,
-        "damping_N_s_per_m": 0.0,
-        "friction": "ambrosio",
-        "friction_coefficient": 0.01,
-        "friction_v0_m_per_s": 1e-4,
-        "friction_v1_m_per_s": 1e-3,
-    },
-}
-OPTIONAL = {"profile": {k: 0.0 for k in FOURIER_KEYS}}
-SWEEPABLE = ("joint", "profile", "laws")
-RANGES = {
-    "joint.journal_radius_m": (0.0, math.inf, False),
-    "joint.clearance_m": (0.0, math.inf, False),
-    "profile.wear_depth_m": (0.0, math.inf, True),
-    "profile.ellipse_ratio": (1.0, math.inf, True),
-    "profile.wear_half_width_deg": (0.0, 180.0, False),
-    "laws.youngs_modulus_Pa": (0.0, math.inf, False),
-    "laws.poisson_ratio": (-1.0, 0.5, False),
-    "laws.exponent": (0.0, 10.0, False),
-    "laws.restitution": (0.0, 1.0, False),
-    "laws.damping_N_s_per_m": (0.0, math.inf, True),
-    "laws.friction_coefficient": (0.0, 10.0, True),
-    "laws.friction_v0_m_per_s": (0.0, math.inf, False),
-    "laws.friction_v1_m_per_s": (0.0, math.inf, False),
-}
-UNIT_LIMITS = {
-    "joint.clearance_m": (1e-2, ">=", "the clearance is the radial gap in metres (0.5 mm = 5e-4): did you give mm?"),
-    "joint.journal_radius_m": (1.0, ">=", "the journal radius is in metres (10 mm = 0.01): did you give mm?"),
-    "laws.youngs_modulus_Pa": (1e6, "<", "Young's modulus is in Pa (steel: 207e9): did you give GPa or MPa?"),
-}
-INT_RANGES = {"profile.n_points": (8, 4096), "profile.max_regions": (1, 64), "profile.wear_order": (1, 1000)}
+# Per-harmonic Fourier coefficients of the bushing radius [m]: optional floats of [profile] (absent
+# unless given, so that specs written without them keep their spec hash), added on top of the
+# fourier_a_m / fourier_b_m lists; sweepable like any float.
+MAX_HARMONIC = 8
+FOURIER_KEYS = tuple(f"fourier_{c}{k}_m" for c in "ab" for k in range(1, MAX_HARMONIC + 1))
+PROFILE_KINDS = ("circle", "ellipse", "fourier", "wear_patch", "measured")
+_MM = "did you give mm?"
+POINTS_KEY = "profile.points"  # radial displacements of the profile points (sensitivity.POINTS_KEY)
+
+
+def _stiffness_rule(path, value):
+    ok = value == "auto" or (isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0)
+    return None if ok else '"auto" or a positive number [N/m^n]'
+
+
+JOINT = Table("joint", (
+    Param("journal_radius_m", 0.010, "journal (pin) radius R_J", range=POSITIVE,
+          guard=(1.0, ">=", "the journal radius is in metres (10 mm = 0.01): " + _MM)),
+    Param("clearance_m", 0.5e-3, "radial clearance c = R_B − R_J", range=POSITIVE,
+          guard=(1e-2, ">=", "the clearance is the radial gap in metres (0.5 mm = 5e-4): " + _MM)),
+), doc="clearance joint geometry (every clearance joint; joints.<name> overrides one)")
+PROFILE = Table("profile", (
+    Param("kind", "circle", "bushing profile", choices=PROFILE_KINDS),
+    Param("method", "auto", "'analytic' circle, 'points' (the point method, any profile) or 'auto'",
+          choices=("auto", "analytic", "points")),
+    Param("n_points", 72, "profile points N (point method)", range=(8, 4096)),
+    Param("max_regions", 4, "contact-region slots K (1: one-pass deepest-region path)", range=(1, 64)),
+    Param("refine", True, "parabolic sub-grid refinement of the deepest point"),
+    Param("wear_depth_m", 0.0, "wear depth w (ellipse: added to the major semi-axis)", range=NONNEGATIVE),
+    Param("wear_order", 2, "Fourier order k of the wear term w·½(1 + cos k(θ − θ_w))", range=(1, 1000)),
+    Param("wear_angle_deg", 0.0, "wear direction θ_w (ellipse: orientation of the major axis)"),
+    Param("wear_half_width_deg", 30.0, "half width of a wear patch", range=(0.0, 180.0, False)),
+    Param("ellipse_ratio", 1.0, "major/minor semi-axis ratio of an ellipse", range=(1.0, math.inf, True)),
+    Param("fourier_a_m", [], "Fourier cosine coefficients a_1..a_n of r(θ)", items=float, unit="m"),
+    Param("fourier_b_m", [], "Fourier sine coefficients b_1..b_n of r(θ)", items=float, unit="m"),
+    Param("path", "", "CSV with x_m,y_m columns (kind = 'measured'), relative to the spec"),
+) + tuple(Param(k, 0.0, f"adds {k[8]}_{k[9:-2]} {'cos' if k[8] == 'a' else 'sin'} {k[9:-2]}θ to the lists",
+                optional=True) for k in FOURIER_KEYS),
+    doc="bushing (bearing) profile in the bearing frame")
+LAWS = Table("laws", (
+    Param("normal", "lankarani_nikravesh", "normal-force law", choices=laws.NORMAL_LAWS),
+    Param("stiffness", "auto", "K; 'auto': Lankarani–Nikravesh internal-cylinder value", check=_stiffness_rule,
+          unit="N/mⁿ"),
+    Param("youngs_modulus_Pa", 207e9, "Young's modulus E of journal and bushing", range=POSITIVE,
+          guard=(1e6, "<", "Young's modulus is in Pa (steel: 207e9): did you give GPa or MPa?")),
+    Param("poisson_ratio", 0.3, "Poisson ratio ν", range=(-1.0, 0.5, False)),
+    Param("exponent", 1.5, "exponent n of K δⁿ", range=(0.0, 10.0, False)),
+    Param("restitution", 0.9, "coefficient of restitution e", range=(0.0, 1.0, False)),
+    Param("damping_N_s_per_m", 0.0, "damping of the linear law", range=NONNEGATIVE),
+    Param("friction", "ambrosio", "friction model", choices=laws.FRICTION_MODELS),
+    Param("friction_coefficient", 0.01, "Coulomb coefficient μ", range=(0.0, 10.0, True)),
+    Param("friction_v0_m_per_s", 1e-4, "friction regularisation velocity v0", range=POSITIVE),
+    Param("friction_v1_m_per_s", 1e-3, "friction regularisation velocity v1 (> v0)", range=POSITIVE),
+), doc="contact and friction laws")
+TABLES = (JOINT, PROFILE, LAWS)
+
+
+def metres(limit, example):
+    """The unit guard of a length in metres (a value ≥ ``limit`` was most likely given in mm)."""
+    return (limit, ">=", f"lengths are in metres ({example}): " + _MM)
+
+
+# The crank drive of the crank mechanisms: constant speed, or a linear ramp from rest.
+CRANK_DRIVE = (
+    Param("crank_speed_rpm", 5000.0, "crank speed ω (after the ramp)", range=(0.0, 1e6, False),
+          guard=(1.0, "<", "the crank speed is in revolutions per minute (5000 rpm = 83.3 rev/s): "
+                           "did you give rev/s or Hz? (at least 1 rpm)"),
+          field="crank_speed", scale=2 * math.pi / 60),
+    Param("ramp_time_s", 0.0, "linear ramp of the crank speed from rest (0: at speed from t = 0)",
+          range=NONNEGATIVE, field="ramp_time"),
+    Param("gravity_m_per_s2", 9.81, "gravity g along −y", range=(-1e3, 1e3, True), field="gravity"),
+)
+
+
+def crank_integrator(schemes, scheme, dt_s=1e-6, t_end_s=0.0, save_every=100):
+    """The [integrator] of a crank mechanism: the common keys plus the run length in crank
+    revolutions, the steady window and the continuous-contact threshold."""
+    return specmod.integrator_table(schemes, scheme, dt_s, t_end_s, save_every, extra=(
+        Param("revolutions", 2.0, "run length after the ramp when t_end_s = 0 [crank revolutions]",
+              range=(0.0, 1e6, False)),
+        Param("steady_revolutions", 1.0, "steady window: the last N crank revolutions", range=(0.0, 1e6, False)),
+        Param("continuous_contact_s", 5e-4, "contact episodes at least this long count as continuous contact",
+              range=(0.0, math.inf, False)),
+    ))
+
+
+def benchmark_joint(clearance=0.5e-3, journal_radius=10.0e-3, restitution=0.9, friction_coefficient=0.01,
+                    points=None, normal_law="lankarani_nikravesh", youngs_modulus=207e9, poisson_ratio=0.3,
+                    stiffness=None, n_joints=1):
+    """JointParams of the Flores et al. (2008) joint (every argument may be a traced array);
+    stiffness by default the Lankarani–Nikravesh internal-cylinder value."""
+    f = lambda x: jnp.asarray(x, dtype=jnp.result_type(float))
+    rb = f(journal_radius) + f(clearance)
+    k = (laws.internal_cylinder_stiffness(f(journal_radius), rb, youngs_modulus, poisson_ratio,
+                                          youngs_modulus, poisson_ratio)
+         if stiffness is None else f(stiffness))
+    pts = jnp.zeros((1, 2)) if points is None else jnp.asarray(points)
+    jp = joints.JointParams(
+        journal_radius=f(journal_radius), clearance=f(clearance), points=pts, stiffness=k,
+        exponent=f(1.0 if normal_law == "linear" else 1.5), restitution=f(restitution),
+        damping=f(0.0), friction_coefficient=f(friction_coefficient), v0=f(1e-4), v1=f(1e-3))
+    return stacked(jp, n_joints)
+
+
+def extend_profile(*params):
+    """[profile] with a mechanism's own extra keys."""
+    return Table("profile", PROFILE.params + tuple(params), doc=PROFILE.doc)
+
+
+def config_fields(spec, t_end):
+    """The ``ClearanceConfig`` fields of a spec: the joint, the scheme, the step and save counts
+    (``integrate.steps_and_saves``) and the continuous-contact threshold in steps."""
+    it = spec["integrator"]
+    dt = it["dt_s"]
+    n_steps = max(1, int(math.ceil(t_end / dt - 1e-9)))
+    n_saves = max(1, int(math.ceil(n_steps / it["save_every"])))
+    return dict(joint=joint_config(spec), scheme=it["scheme"], dt=dt, n_saves=n_saves, save_every=it["save_every"],
+                outputs=tuple(spec["outputs"]["histories"]),
+                min_continuous_steps=max(1, int(round(it["continuous_contact_s"] / dt))))
+
+
+def joint_tables(names, profile=PROFILE):
+    """The shared [joint], [profile], [laws] tables and, with several clearance joints, each
+    joint's own optional tables ``joints.<name>``, ``joints.<name>.profile``,
+    ``joints.<name>.laws``: the float keys of the shared ones, absent unless given (a joint's own
+    value replaces the shared one for that joint; structural keys are shared by all joints)."""
+    out = [JOINT, profile, LAWS]
+    if len(names) > 1:
+        for nm in names:
+            for t, sub in ((JOINT, ""), (profile, ".profile"), (LAWS, ".laws")):
+                own = tuple(p for p in t.params if p.kind == "float")
+                out.append(Table(f"joints.{nm}{sub}", tuple(Param(**{**p.__dict__, "optional": True}) for p in own),
+                                 doc=f"joint {nm!r}'s own {t.path} values", optional=True))
+    return out
+
+
+def own_path(name, path):
+    """The path of joint ``name``'s own value of shared key ``path`` (``joint.clearance_m`` →
+    ``joints.<name>.clearance_m``; ``laws.restitution`` → ``joints.<name>.laws.restitution``)."""
+    tbl, key = path.split(".", 1)
+    return f"joints.{name}.{key}" if tbl == "joint" else f"joints.{name}.{tbl}.{key}"
+
+
+def for_joint(flat, name):
+    """``flat`` ({dotted path: value}) with joint ``name``'s own values in place of the shared ones."""
+    out = dict(flat)
+    for path in flat:
+        if path.split(".", 1)[0] in ("joint", "profile", "laws"):
+            own = own_path(name, path)
+            if own in flat:
+                out[path] = flat[own]
+    return out
 
 
 @dataclass(frozen=True)
@@ -84,7 +185,9 @@ class ClearanceConfig:
     joint: geometry/law choices (shared by every clearance joint of the configuration);
     scheme: integrator; dt [s]; n_saves × save_every = steps; outputs: saved channels;
     min_continuous_steps: contact episodes at least this long count as continuous contact;
-    checkpoint: rematerialise the saved blocks under reverse-mode differentiation.
+    checkpoint: rematerialise the saved blocks under reverse-mode differentiation;
+    ideal_samples: samples of the ideal mechanism for the amplification reference, one count for
+    the whole sweep (``sweep.plan`` sets it from the fastest variant; 0: from the chunk's own).
     """
 
     joint: joints.JointConfig = field(default_factory=joints.JointConfig)
@@ -95,6 +198,7 @@ class ClearanceConfig:
     outputs: tuple = ()
     min_continuous_steps: int = 500
     checkpoint: bool = False
+    ideal_samples: int = 0
 
     @property
     def n_steps(self) -> int:
@@ -102,13 +206,8 @@ class ClearanceConfig:
 
 
 def validate_spec(spec):
-    """Choices and static cross-key rules of the three tables."""
+    """Static cross-key rules of the three tables (choices are checked from the declarations)."""
     pr, lw = spec["profile"], spec["laws"]
-    for path, val, allowed in [("profile.kind", pr["kind"], PROFILE_KINDS),
-                               ("profile.method", pr["method"], ("auto", "analytic", "points")),
-                               ("laws.normal", lw["normal"], laws.NORMAL_LAWS),
-                               ("laws.friction", lw["friction"], laws.FRICTION_MODELS)]:
-        specmod.check_choice(path, val, allowed)
     if pr["method"] == "analytic" and pr["kind"] != "circle":
         raise SpecError(f"profile.method = 'analytic' needs profile.kind = 'circle', got {pr['kind']!r}")
     if pr["kind"] == "measured" and not pr["path"]:
@@ -134,16 +233,40 @@ def validate_spec(spec):
                         f"laws.friction_v0_m_per_s = {lw['friction_v0_m_per_s']!r}")
 
 
-def check_values(cols):
-    """The clearance is smaller than the journal radius (else a unit mistake), every variant."""
-    rj, c = np.asarray(cols["joint.journal_radius_m"], float), np.asarray(cols["joint.clearance_m"], float)
-    bad = np.broadcast_to(c >= rj, np.broadcast_shapes(c.shape, rj.shape))
-    if np.any(bad):
-        i = int(np.argmax(bad.ravel()))
-        ci, ri = np.broadcast_to(c, bad.shape).ravel()[i], np.broadcast_to(rj, bad.shape).ravel()[i]
-        raise SpecError(f"joint.clearance_m = {float(ci)!r} is not smaller than joint.journal_radius_m = {float(ri)!r}"
-                        + (f" (variant {i})" if bad.ndim else "")
-                        + ": the clearance is the radial gap (bearing radius − journal radius) in metres; did you give mm?")
+def check_axis(spec, key, path):
+    """Fourier harmonic axes need a Fourier bushing."""
+    k = path.rsplit(".", 1)[1]
+    if k in FOURIER_KEYS and spec["profile"]["kind"] != "fourier":
+        raise SpecError(f"axes.{key}: Fourier harmonic axes need profile.kind = 'fourier' (and profile points), "
+                        f"got profile.kind = {spec['profile']['kind']!r}")
+
+
+def differentiable_keys(spec):
+    """Keys beyond the sweepable floats that sensitivity and identify may differentiate: a
+    numeric ``laws.stiffness`` and, for a measured bushing, ``profile.points``."""
+    extra = ["laws.stiffness"] if isinstance(spec["laws"]["stiffness"], (int, float)) else []
+    return extra + ([POINTS_KEY] if spec["profile"]["kind"] == "measured" else [])
+
+
+def check_values(cols, names=()):
+    """The clearance is smaller than the journal radius (else a unit mistake), every variant and,
+    with several clearance joints ``names``, every joint's own values."""
+    pairs = [("joint.journal_radius_m", "joint.clearance_m")]
+    pairs += [(own_path(nm, "joint.journal_radius_m"), own_path(nm, "joint.clearance_m")) for nm in names
+              if len(names) > 1]
+    for rk, ck in pairs:
+        if rk not in cols and ck not in cols:
+            continue
+        rj = np.asarray(cols.get(rk, cols["joint.journal_radius_m"]), float)
+        c = np.asarray(cols.get(ck, cols["joint.clearance_m"]), float)
+        bad = np.broadcast_to(c >= rj, np.broadcast_shapes(c.shape, rj.shape))
+        if np.any(bad):
+            i = int(np.argmax(bad.ravel()))
+            ci, ri = np.broadcast_to(c, bad.shape).ravel()[i], np.broadcast_to(rj, bad.shape).ravel()[i]
+            raise SpecError(f"{ck} = {float(ci)!r} is not smaller than {rk} = {float(ri)!r}"
+                            + (f" (variant {i})" if bad.ndim else "")
+                            + ": the clearance is the radial gap (bearing radius − journal radius) in metres; "
+                              "did you give mm?")
 
 
 def joint_config(spec):
@@ -228,7 +351,10 @@ def joint_params(spec, jc: joints.JointConfig, flat, dtype) -> joints.JointParam
     """``joints.JointParams`` of one variant from ``[joint]``, ``[profile]``, ``[laws]`` (traceable).
 
     ``laws.stiffness = "auto"``: the Lankarani–Nikravesh internal-cylinder stiffness
-    K = 4/(3(σ_J+σ_B))·√(R_J R_B/(R_B−R_J)), σ = (1−ν²)/E, both bodies of the same material.
+    K = 4/(3(σ_J+σ_B))·√(R_J R_B/(R_B−R_J)), σ = (1−ν²)/E, both bodies of the same material;
+    a numeric ``laws.stiffness`` is read from ``flat`` (so it can be differentiated).
+    ``flat["profile.points"]`` (optional, (N,) [m]): radial displacements of the profile points
+    (the sensitivity of a measured bushing, ``POINTS_KEY``).
     """
     f = lambda k: jnp.asarray(flat[k], dtype)
     lw = "laws."
@@ -238,9 +364,12 @@ def joint_params(spec, jc: joints.JointConfig, flat, dtype) -> joints.JointParam
         k = laws.internal_cylinder_stiffness(rj, rb, f(lw + "youngs_modulus_Pa"), f(lw + "poisson_ratio"),
                                              f(lw + "youngs_modulus_Pa"), f(lw + "poisson_ratio"))
     else:
-        k = jnp.asarray(spec["laws"]["stiffness"], dtype)
+        k = jnp.asarray(flat.get("laws.stiffness", spec["laws"]["stiffness"]), dtype)
     if jc.geometry == "points":
         pts = profile_points(spec, flat, rb, jc.n_points, dtype).astype(dtype)
+        if flat.get(POINTS_KEY) is not None:
+            dr = jnp.asarray(flat[POINTS_KEY], dtype)
+            pts = pts + dr[:, None] * (pts / jnp.linalg.norm(pts, axis=-1, keepdims=True))  # points far from 0
     else:
         pts = jnp.zeros((1, 2), dtype)
     return joints.JointParams(journal_radius=rj, clearance=c, points=pts, stiffness=k,
@@ -255,6 +384,17 @@ def stacked(jp: joints.JointParams, n_joints: int) -> joints.JointParams:
     if n_joints == 1:
         return jp
     return jax.tree_util.tree_map(lambda x: jnp.stack([x] * n_joints), jp)
+
+
+def joints_params(spec, jc: joints.JointConfig, flat, dtype, names) -> joints.JointParams:
+    """JointParams of the clearance joints ``names`` of one variant: one joint as it is; several
+    stacked on a leading joint axis, each with its own ``joints.<name>...`` values where given."""
+    if len(names) == 1:
+        return joint_params(spec, jc, flat, dtype)
+    if not any(k.startswith("joints.") for k in flat):  # every joint shares the tables: build once
+        return stacked(joint_params(spec, jc, flat, dtype), len(names))
+    per = [joint_params(spec, jc, for_joint(flat, nm), dtype) for nm in names]
+    return jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *per)
 
 
 def check_bushing(jc: joints.JointConfig, jp: joints.JointParams, name):

@@ -33,8 +33,9 @@ the three joint reactions.
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import NamedTuple
 
@@ -43,9 +44,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import integrate, joints, laws, metrics
+from .. import spec as specmod
 from .._math import cross2, perp, safe_norm
-from ..spec import SpecError, check_choice
-from . import _clearance
+from ..schema import POSITIVE, Param, Table
+from ..spec import SpecError
+from . import _clearance, declared, defaults, params_type
 from .slider_crank import _crank, _drift, _peak_columns, check_dt, motion_columns
 
 JOINTS = {"coupler_follower": ("coupler_follower",), "crank_coupler": ("crank_coupler",),
@@ -82,59 +85,45 @@ class Config(_clearance.ClearanceConfig):
         return len(JOINTS[self.clearance_joint])
 
 
-class Params(NamedTuple):
-    """Lengths [m], masses [kg], inertias about the centres of mass [kg·m²], crank_speed ω
-    [rad/s] reached after the linear ramp of ramp_time [s] (0: constant from t = 0),
-    crank_angle0 θ₀ [rad], gravity g [m/s²], steady_start [s], joint: JointParams."""
+# Link values chosen for this benchmark (no published four-bar clearance table could be read): a
+# Grashof crank–rocker a + b = 0.17 < c + d = 0.22 m, transmission angle 35.7°–100.8°, links as
+# 20 × 10 mm steel bars (7850 kg/m³: m = 1.57 kg/m · L, J = m L²/12); joint as Flores et al. (2008).
+_LINKS = (("crank", 0.05, 0.0785, 1.635e-5), ("coupler", 0.12, 0.1884, 2.261e-4),
+          ("follower", 0.10, 0.157, 1.308e-4), ("ground", 0.12, None, None))
+MODEL = Table("model", (
+    Param("mechanism", "four_bar", "registered mechanism name"),
+    Param("clearance_joint", "coupler_follower", "which joint has clearance", choices=CLEARANCE_JOINTS),
+    *(Param(f"{n}_length_m", L, f"{n} length", range=POSITIVE, guard=_clearance.metres(10.0, "50 mm = 0.05"),
+            field=f"{n}_length") for n, L, _, _ in _LINKS),
+    *(Param(f"{n}_mass_kg", m, f"{n} mass", range=POSITIVE, field=f"{n}_mass") for n, _, m, _ in _LINKS if m),
+    *(Param(f"{n}_inertia_kg_m2", J, f"{n} inertia about its centre of mass", range=POSITIVE, field=f"{n}_inertia")
+      for n, _, _, J in _LINKS if J),
+    replace(_clearance.CRANK_DRIVE[0], default=1500.0, aliases=(("model.crank_speed_rad_per_s", 60 / (2 * math.pi)),)),
+    replace(_clearance.CRANK_DRIVE[1], default=0.12),
+    Param("initial_crank_angle_deg", 90.0, "crank angle θ₀ at t = 0 from the ground line",
+          range=(-360.0, 360.0, True)),
+    _clearance.CRANK_DRIVE[2],
+), doc="links and drive (seed links: a Grashof crank–rocker of steel bars)")
+BENCHMARK = {p.key: p.default for p in MODEL.params if p.key.endswith(("_length_m", "_mass_kg", "_inertia_kg_m2"))}
 
-    crank_length: jnp.ndarray
-    coupler_length: jnp.ndarray
-    follower_length: jnp.ndarray
-    ground_length: jnp.ndarray
-    crank_mass: jnp.ndarray
-    coupler_mass: jnp.ndarray
-    follower_mass: jnp.ndarray
-    crank_inertia: jnp.ndarray
-    coupler_inertia: jnp.ndarray
-    follower_inertia: jnp.ndarray
-    crank_speed: jnp.ndarray
-    ramp_time: jnp.ndarray
-    crank_angle0: jnp.ndarray
-    gravity: jnp.ndarray
-    steady_start: jnp.ndarray
-    joint: joints.JointParams
-
-
-# Link values chosen for this benchmark (seed 001 lost its Table 1): a Grashof crank–rocker
-# a + b = 0.17 < c + d = 0.22 m, transmission angle 35.7°–100.8°, links as 20 × 10 mm steel
-# bars (7850 kg/m³: m = 1.57 kg/m · L, J = m L²/12); joint as Flores et al. (2008).
-BENCHMARK = {"crank_length_m": 0.05, "coupler_length_m": 0.12, "follower_length_m": 0.10,
-             "ground_length_m": 0.12, "crank_mass_kg": 0.0785, "coupler_mass_kg": 0.1884,
-             "follower_mass_kg": 0.157, "crank_inertia_kg_m2": 1.635e-5, "coupler_inertia_kg_m2": 2.261e-4,
-             "follower_inertia_kg_m2": 1.308e-4}
+Params = params_type("Params", MODEL, extra=("crank_angle0", "steady_start", "joint"), doc="""Lengths [m],
+    masses [kg], inertias about the centres of mass [kg·m²], crank_speed ω [rad/s] reached after the
+    linear ramp of ramp_time [s] (0: constant from t = 0), gravity g [m/s²] (fields from MODEL's
+    declarations), crank_angle0 θ₀ [rad], steady_start [s], joint: JointParams.""")
 
 
 def benchmark_params(clearance=0.5e-3, crank_speed=50 * math.pi, ramp_time=0.12, journal_radius=10.0e-3,
                      restitution=0.9, friction_coefficient=0.01, crank_angle0=math.pi / 2, gravity=9.81,
                      steady_start=0.0, normal_law="lankarani_nikravesh", stiffness=None):
-    """Params of the four-bar benchmark (``BENCHMARK`` links, Flores-type joint); arguments may
-    be traced arrays."""
-    f = lambda x: jnp.asarray(x, dtype=jnp.result_type(float))
-    rb = f(journal_radius) + f(clearance)
-    k = (laws.internal_cylinder_stiffness(f(journal_radius), rb, 207e9, 0.3, 207e9, 0.3)
-         if stiffness is None else f(stiffness))
-    jp = joints.JointParams(journal_radius=f(journal_radius), clearance=f(clearance), points=jnp.zeros((1, 2)),
-                            stiffness=k, exponent=f(1.0 if normal_law == "linear" else 1.5),
-                            restitution=f(restitution), damping=f(0.0),
-                            friction_coefficient=f(friction_coefficient), v0=f(1e-4), v1=f(1e-3))
-    b = {k_: f(v) for k_, v in BENCHMARK.items()}
-    return Params(crank_length=b["crank_length_m"], coupler_length=b["coupler_length_m"],
-                  follower_length=b["follower_length_m"], ground_length=b["ground_length_m"],
-                  crank_mass=b["crank_mass_kg"], coupler_mass=b["coupler_mass_kg"],
-                  follower_mass=b["follower_mass_kg"], crank_inertia=b["crank_inertia_kg_m2"],
-                  coupler_inertia=b["coupler_inertia_kg_m2"], follower_inertia=b["follower_inertia_kg_m2"],
-                  crank_speed=f(crank_speed), ramp_time=f(ramp_time), crank_angle0=f(crank_angle0),
-                  gravity=f(gravity), steady_start=f(steady_start), joint=jp)
+    """Params of the four-bar benchmark (MODEL's default links, Flores-type joint); arguments may
+    be traced arrays; crank_speed in rad/s."""
+    dt = jnp.result_type(float)
+    f = lambda x: jnp.asarray(x, dtype=dt)
+    jp = _clearance.benchmark_joint(clearance, journal_radius, restitution, friction_coefficient,
+                                    normal_law=normal_law, stiffness=stiffness)
+    fields = declared(MODEL, defaults(MODEL), dt)
+    fields.update(crank_speed=f(crank_speed), ramp_time=f(ramp_time), gravity=f(gravity))
+    return Params(**fields, crank_angle0=f(crank_angle0), steady_start=f(steady_start), joint=jp)
 
 
 # ----------------------------------------------------------------------------- ideal mechanism
@@ -456,48 +445,27 @@ def simulate(cfg: Config, p: Params, state0=None) -> Result:
 
 # ----------------------------------------------------------------------------- sweep protocol
 
-SPEC_TABLES = {
-    "model": {
-        "mechanism": "four_bar",
-        "clearance_joint": "coupler_follower",
-        **BENCHMARK,
-        "crank_speed_rad_per_s": 50 * math.pi,
-        "ramp_time_s": 0.12,
-        "initial_crank_angle_deg": 90.0,
-        "gravity_m_per_s2": 9.81,
-    },
-    **_clearance.TABLES,
-    "integrator": {"scheme": "leapfrog", "dt_s": 1e-6, "t_end_s": 0.14, "revolutions": 2.0, "save_every": 50,
-                   "precision": "float64", "chunk_size": 0, "steady_revolutions": 1.0,
-                   "continuous_contact_s": 5e-4},
-    "outputs": {"histories": list(DEFAULT_OUTPUTS), "plot_variants": 4, "plots": True},
-}
-SPEC_OPTIONAL = _clearance.OPTIONAL
-SWEEPABLE = ("model",) + _clearance.SWEEPABLE
-_POS = (0.0, math.inf, False)
-RANGES = {
-    **{f"model.{k}": _POS for k in BENCHMARK},
-    "model.crank_speed_rad_per_s": (0.0, 1e5, False),
-    "model.ramp_time_s": (0.0, math.inf, True),
-    "model.initial_crank_angle_deg": (-360.0, 360.0, True),
-    "model.gravity_m_per_s2": (-1e3, 1e3, True),
-    **_clearance.RANGES,
-}
-UNIT_LIMITS = {**_clearance.UNIT_LIMITS,
-               **{f"model.{k}": (10.0, ">=", "lengths are in metres (50 mm = 0.05): did you give mm?")
-                  for k in BENCHMARK if k.endswith("length_m")}}
-INT_RANGES = _clearance.INT_RANGES
+def tables(model):
+    """The spec tables: [model], the clearance-joint tables (and each joint's own with
+    clearance_joint = "coupler_ends"), [integrator], [outputs]."""
+    names = JOINTS.get(model.get("clearance_joint", "coupler_follower"), ("coupler_follower",))
+    return [MODEL, *_clearance.joint_tables(names),
+            _clearance.crank_integrator(integrate.SCHEMES, "leapfrog", t_end_s=0.14, save_every=50),
+            specmod.outputs_table(OUTPUT_CHANNELS, DEFAULT_OUTPUTS)]
 
 
 def validate_spec(spec):
-    check_choice("model.clearance_joint", spec["model"]["clearance_joint"], CLEARANCE_JOINTS)
     _clearance.validate_spec(spec)
+
+
+check_axis = _clearance.check_axis
+differentiable_keys = _clearance.differentiable_keys
 
 
 def check_values(cols):
     """Clearance below the journal radius; a Grashof crank–rocker (the crank shortest and
     s + l < p + q), so that the crank turns fully with the loop closed."""
-    _clearance.check_values(cols)
+    _clearance.check_values(cols, JOINTS["coupler_ends"])
     L = {k: np.asarray(cols[f"model.{k}_length_m"], float) for k in ("crank", "coupler", "follower", "ground")}
     Lb = np.broadcast_arrays(*L.values())
     st = np.stack(Lb, axis=-1)
@@ -515,33 +483,21 @@ def t_end(spec, cols):
     it = spec["integrator"]
     if it["t_end_s"] > 0:
         return float(it["t_end_s"])
-    w = np.asarray(cols["model.crank_speed_rad_per_s"], float)
+    w = np.asarray(cols["model.crank_speed_rpm"], float) * (2 * math.pi / 60)
     return float(np.max(np.asarray(cols["model.ramp_time_s"], float) + it["revolutions"] * 2 * math.pi / w))
 
 
 def make_config(spec, t_end) -> Config:
-    it = spec["integrator"]
-    dt = it["dt_s"]
-    n_steps = max(1, int(math.ceil(t_end / dt - 1e-9)))
-    n_saves = max(1, int(math.ceil(n_steps / it["save_every"])))
-    return Config(clearance_joint=spec["model"]["clearance_joint"], joint=_clearance.joint_config(spec),
-                  scheme=it["scheme"], dt=dt, n_saves=n_saves, save_every=it["save_every"],
-                  outputs=tuple(spec["outputs"]["histories"]),
-                  min_continuous_steps=max(1, int(round(it["continuous_contact_s"] / dt))))
+    return Config(clearance_joint=spec["model"]["clearance_joint"], **_clearance.config_fields(spec, t_end))
 
 
 def params(spec, cfg: Config, flat, dtype, t_end) -> Params:
     """Params of one variant; the steady window is the last integrator.steady_revolutions
     crank revolutions before t_end (by crank angle, so it is defined during a ramp too)."""
-    f = lambda k: jnp.asarray(flat["model." + k], dtype)
-    p = Params(crank_length=f("crank_length_m"), coupler_length=f("coupler_length_m"),
-               follower_length=f("follower_length_m"), ground_length=f("ground_length_m"),
-               crank_mass=f("crank_mass_kg"), coupler_mass=f("coupler_mass_kg"), follower_mass=f("follower_mass_kg"),
-               crank_inertia=f("crank_inertia_kg_m2"), coupler_inertia=f("coupler_inertia_kg_m2"),
-               follower_inertia=f("follower_inertia_kg_m2"), crank_speed=f("crank_speed_rad_per_s"),
-               ramp_time=f("ramp_time_s"), crank_angle0=jnp.deg2rad(f("initial_crank_angle_deg")),
-               gravity=f("gravity_m_per_s2"), steady_start=jnp.zeros((), dtype),
-               joint=_clearance.stacked(_clearance.joint_params(spec, cfg.joint, flat, dtype), cfg.n_joints))
+    p = Params(**declared(MODEL, flat, dtype),
+               crank_angle0=jnp.deg2rad(jnp.asarray(flat["model.initial_crank_angle_deg"], dtype)),
+               steady_start=jnp.zeros((), dtype),
+               joint=_clearance.joints_params(spec, cfg.joint, flat, dtype, JOINTS[cfg.clearance_joint]))
     travel = crank_angle(p, t_end)[0] - p.crank_angle0
     t0 = time_of_crank_travel(p, travel - 2 * math.pi * spec["integrator"]["steady_revolutions"])
     return p._replace(steady_start=jnp.asarray(t0, dtype))
@@ -596,12 +552,47 @@ def _ideal_peaks_batch(p, t_end, n_samples, joint):
     return jax.vmap(lambda pp: ideal_peaks(pp, t_end, pp.steady_start, n_samples=n_samples, joint=joint))(p)
 
 
+def n_ideal_samples(max_crank_speed_rad_per_s, t_end):
+    """Samples of the ideal four-bar over [0, t_end]: 2048 per revolution of the fastest variant,
+    at least 4097, at most 2^18 + 1."""
+    revs = max_crank_speed_rad_per_s * t_end / (2 * math.pi)
+    return int(min(2 ** 18, max(4096, 2048 * math.ceil(revs)))) + 1
+
+
+def ideal_samples(cols, t_end):
+    """``n_ideal_samples`` of a whole sweep (its fastest variant)."""
+    return n_ideal_samples(float(np.max(np.asarray(cols["model.crank_speed_rpm"], float) * (2 * math.pi / 60))),
+                           t_end)
+
+
+STUDY_METRICS = ("peak_contact_force_N", "smooth_peak_contact_force_N",
+                 "peak_follower_angular_acceleration_rad_per_s2", "smooth_peak_follower_angular_acceleration_rad_per_s2",
+                 "daf_contact_force", "smooth_daf_contact_force",
+                 "daf_follower_angular_acceleration", "smooth_daf_follower_angular_acceleration")
+
+
+def study(spec, cfg: Config, t_end):
+    """simulate + peaks + the closed-form ideal four-bar reference (``jaxclear.study``)."""
+    from ..study import Study
+
+    names = JOINTS[cfg.clearance_joint]
+    n_samples = cfg.ideal_samples or n_ideal_samples(float(spec["model"]["crank_speed_rpm"]) * 2 * math.pi / 60,
+                                                     t_end)
+
+    def evaluate(p):
+        acc = simulate(cfg, p).acc
+        ideal, _ = ideal_peaks(p, t_end, p.steady_start, n_samples=n_samples, joint=cfg.clearance_joint)
+        ref = functools.reduce(jnp.maximum, [ideal["reaction_" + n] for n in names])
+        return metrics.peak_vector(acc, ref, ideal["follower_angular_acceleration"])
+
+    return Study(STUDY_METRICS, evaluate, "smooth_peak_contact_force_N")
+
+
 def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     """Peaks of the follower angular acceleration and the joint force, their ideal values and
     amplification factors DE (seed 001), impacts and motion fractions."""
     acc = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_real], res.acc)
-    revs = float(np.max(np.asarray(p.crank_speed))) * t_end / (2 * math.pi)
-    n_samples = int(min(2 ** 18, max(4096, 2048 * math.ceil(revs)))) + 1
+    n_samples = cfg.ideal_samples or n_ideal_samples(float(np.max(np.asarray(p.crank_speed))), t_end)
     full, steady = _ideal_peaks_batch(p, t_end, n_samples, cfg.clearance_joint)
     full = {k: np.asarray(v)[:n_real] for k, v in full.items()}
     steady = {k: np.asarray(v)[:n_real] for k, v in steady.items()}
@@ -638,7 +629,7 @@ def plots(outdir, spec, table, summary, hists, t):
     if not chans or "crank_angle_rad" not in hists:
         return written
     t = np.asarray(t)
-    flat = {f"{s_}.{k}": v for s_ in SWEEPABLE for k, v in spec[s_].items()}
+    flat = specmod.flat_values(spec)
     cfg = make_config(spec, float(t[-1]))
     p = params(spec, cfg, flat, jnp.float64, float(t[-1]))
     tt = np.linspace(float(p.steady_start), float(t[-1]), 4001)

@@ -314,47 +314,57 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ..spec import SpecError, check_choice  # noqa: E402
+from .. import spec as specmod  # noqa: E402
+from ..schema import NONNEGATIVE, POSITIVE, Param, Table  # noqa: E402
+from ..spec import SpecError  # noqa: E402
+from . import declared  # noqa: E402
 
-_COMMON_INTEGRATOR = {"dt_s": 1e-4, "t_end_s": 0.0, "revolutions": 1.0, "precision": "float64",
-                      "chunk_size": 0, "steady_revolutions": 1.0, "continuous_contact_s": 1e-3}
-
-SPEC_TABLES = {
-    "model": {"mechanism": "impact_oscillator", "mass_kg": 1.0, "stiffness_N_per_m": 1000.0,
-              "damping_N_s_per_m": 2 * 0.02 * math.sqrt(1000.0), "force_amplitude_N": 20.0,
-              "forcing_frequency_rad_per_s": 30.0, "gap_m": 5e-3, "gap_offset_m": 0.0,
-              "initial_position_m": 0.0, "initial_velocity_m_per_s": 0.0},
-    "contact": {"law": "hunt_crossley", "stiffness_N_per_m_n": 1e8, "exponent": 1.5,
-                "restitution": 0.7},
-    "friction": {"model": "stick_slip", "static_coefficient": 0.25, "kinetic_coefficient": 0.18,
-                 "normal_load_N": 9.81, "regularisation_velocity_m_per_s": 1e-3},
-    "integrator": {"scheme": "moreau_midpoint", "steps_per_period": 2000, "transient_periods": 200,
-                   "record_periods": 60, "save_every": 2000, **_COMMON_INTEGRATOR},
-    "outputs": {"histories": ["displacement_m", "velocity_m_per_s"], "plot_variants": 4,
-                "plots": True},
-}
-SWEEPABLE = ("model", "contact", "friction")
-_POS = (0.0, math.inf, False)
-_NONNEG = (0.0, math.inf, True)
-RANGES = {
-    "model.mass_kg": _POS, "model.stiffness_N_per_m": _NONNEG, "model.damping_N_s_per_m": _NONNEG,
-    "model.force_amplitude_N": (-math.inf, math.inf, True),
-    "model.forcing_frequency_rad_per_s": (0.0, 1e6, False), "model.gap_m": (0.0, 1.0, False),
-    "model.gap_offset_m": (-1.0, 1.0, True), "model.initial_position_m": (-1.0, 1.0, True),
-    "model.initial_velocity_m_per_s": (-1e3, 1e3, True),
-    "contact.stiffness_N_per_m_n": _POS, "contact.exponent": (1.0, 3.0, True),
-    "contact.restitution": (0.0, 1.0, False),
-    "friction.static_coefficient": (0.0, 10.0, True), "friction.kinetic_coefficient": (0.0, 10.0, True),
-    "friction.normal_load_N": _NONNEG, "friction.regularisation_velocity_m_per_s": (0.0, 1.0, False),
-}
-INT_RANGES = {"integrator.steps_per_period": (16, 10**7), "integrator.transient_periods": (0, 10**6),
-              "integrator.record_periods": (1, 10**6)}
+MODEL = Table("model", (
+    Param("mechanism", "impact_oscillator", "registered mechanism name"),
+    Param("mass_kg", 1.0, "mass m", range=POSITIVE, field="mass"),
+    Param("stiffness_N_per_m", 1000.0, "spring stiffness k", range=NONNEGATIVE, field="stiffness"),
+    Param("damping_N_s_per_m", 2 * 0.02 * math.sqrt(1000.0), "viscous damping c", range=NONNEGATIVE, field="damping"),
+    Param("force_amplitude_N", 20.0, "harmonic force amplitude F0", range=(-math.inf, math.inf, True),
+          field="force_amplitude"),
+    Param("forcing_frequency_rad_per_s", 30.0, "forcing frequency Ω", range=(0.0, 1e6, False),
+          field="forcing_frequency"),
+    Param("gap_m", 5e-3, "half distance g between the stops", range=(0.0, 1.0, False)),
+    Param("gap_offset_m", 0.0, "offset of the stops' centre (stops at offset ± gap)", range=(-1.0, 1.0, True)),
+    Param("initial_position_m", 0.0, "x(0)", range=(-1.0, 1.0, True), field="x0"),
+    Param("initial_velocity_m_per_s", 0.0, "ẋ(0)", range=(-1e3, 1e3, True), field="v0"),
+), doc="oscillator and forcing (Wang & Wang 2015)")
+LAWS = Table("laws", (
+    Param("normal", "hunt_crossley", "normal-force law at the stops", choices=laws.NORMAL_LAWS,
+          aliases=("contact.law",)),
+    Param("stiffness_N_per_m_n", 1e8, "contact stiffness K of K δⁿ", range=POSITIVE, field="contact_stiffness",
+          aliases=("contact.stiffness_N_per_m_n",)),
+    Param("exponent", 1.5, "exponent n", range=(1.0, 3.0, True), field="contact_exponent",
+          aliases=("contact.exponent",)),
+    Param("restitution", 0.7, "coefficient of restitution e", range=(0.0, 1.0, False), field="restitution",
+          aliases=("contact.restitution",)),
+), doc="contact law at the stops (the [laws] of every mechanism; was [contact])")
+FRICTION = Table("friction", (
+    Param("model", "stick_slip", "dry-friction model", choices=laws.STICK_SLIP_MODELS),
+    Param("static_coefficient", 0.25, "static coefficient μ0", range=(0.0, 10.0, True), field="mu_static"),
+    Param("kinetic_coefficient", 0.18, "kinetic coefficient μ (≤ μ0)", range=(0.0, 10.0, True), field="mu_kinetic"),
+    Param("normal_load_N", 9.81, "floor reaction N", range=NONNEGATIVE, field="normal_load"),
+    Param("regularisation_velocity_m_per_s", 1e-3, "velocity of the regularised law", range=(0.0, 1.0, False),
+          field="v_reg"),
+), doc="dry friction on the floor")
+INTEGRATOR = Table("integrator", (
+    Param("scheme", "moreau_midpoint", "time-stepping scheme", choices=SCHEMES),
+    Param("steps_per_period", 2000, "steps per forcing period (h = T/N)", range=(16, 10**7)),
+    Param("transient_periods", 200, "periods discarded before recording", range=(0, 10**6)),
+    Param("record_periods", 60, "periods recorded", range=(1, 10**6)),
+    Param("save_every", 2000, "save every N steps (= steps_per_period: Poincaré section)", range=(1, 10**9)),
+    Param("precision", "float64", "floating-point precision", choices=specmod.PRECISIONS),
+    Param("chunk_size", 0, "variants per compiled batch (0: automatic)", range=(0, 10**7)),
+), doc="periods, not seconds: the step is T/N of each variant", sweepable=False)
+TABLES = [MODEL, LAWS, FRICTION, INTEGRATOR,
+          specmod.outputs_table(OUTPUT_CHANNELS, ["displacement_m", "velocity_m_per_s"])]
 
 
 def validate_spec(spec):
-    check_choice("contact.law", spec["contact"]["law"], laws.NORMAL_LAWS)
-    check_choice("friction.model", spec["friction"]["model"], laws.STICK_SLIP_MODELS)
-    check_choice("integrator.scheme", spec["integrator"]["scheme"], SCHEMES)
     it = spec["integrator"]
     rec = it["record_periods"] * it["steps_per_period"]
     if rec % it["save_every"]:
@@ -390,23 +400,15 @@ def make_config(spec, t_end) -> Config:
     n_per = it["transient_periods"] + it["record_periods"]
     return Config(steps_per_period=N, n_transient=it["transient_periods"],
                   n_saves=it["record_periods"] * N // it["save_every"], save_every=it["save_every"],
-                  normal_law=spec["contact"]["law"], friction=spec["friction"]["model"],
+                  normal_law=spec["laws"]["normal"], friction=spec["friction"]["model"],
                   outputs=tuple(spec["outputs"]["histories"]), scheme=it["scheme"],
                   dt=t_end / (n_per * N)).validate()
 
 
 def params(spec, cfg: Config, flat, dtype, t_end) -> Params:
-    f = lambda k: jnp.asarray(flat[k], dtype)
-    gap, off = f("model.gap_m"), f("model.gap_offset_m")
-    return Params(mass=f("model.mass_kg"), stiffness=f("model.stiffness_N_per_m"),
-                  damping=f("model.damping_N_s_per_m"), force_amplitude=f("model.force_amplitude_N"),
-                  forcing_frequency=f("model.forcing_frequency_rad_per_s"), gap_right=gap + off,
-                  gap_left=gap - off, contact_stiffness=f("contact.stiffness_N_per_m_n"),
-                  contact_exponent=f("contact.exponent"), restitution=f("contact.restitution"),
-                  mu_static=f("friction.static_coefficient"), mu_kinetic=f("friction.kinetic_coefficient"),
-                  normal_load=f("friction.normal_load_N"),
-                  v_reg=f("friction.regularisation_velocity_m_per_s"), x0=f("model.initial_position_m"),
-                  v0=f("model.initial_velocity_m_per_s"))
+    gap, off = (jnp.asarray(flat[k], dtype) for k in ("model.gap_m", "model.gap_offset_m"))
+    return Params(**declared(MODEL, flat, dtype), **declared(LAWS, flat, dtype), **declared(FRICTION, flat, dtype),
+                  gap_right=gap + off, gap_left=gap - off)
 
 
 def stability_h(p: Params):
@@ -454,6 +456,22 @@ def poincare_period(px, max_period=8, rtol=1e-6):
         ok = np.max(np.abs(px[:, p_:] - px[:, :-p_]), axis=1) <= rtol * scale
         out = np.where(ok, p_, out)
     return out
+
+
+STUDY_METRICS = ("peak_contact_force_N", "peak_displacement_m", "friction_work_J")
+
+
+def study(spec, cfg: Config, t_end):
+    """The differentiable metrics of one variant (``jaxclear.study``): peak stop force, peak
+    displacement and friction work over the recorded periods (exact maxima: subgradients; no
+    ideal reference, the oscillator has no clearance-free twin)."""
+    from ..study import Study
+
+    def evaluate(p):
+        r = simulate(cfg, p)
+        return jnp.stack([r.peak_contact_force, r.peak_displacement, r.work_friction])
+
+    return Study(STUDY_METRICS, evaluate, "peak_contact_force_N")
 
 
 def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):

@@ -437,42 +437,48 @@ import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from ..spec import SpecError, check_choice  # noqa: E402
+from .. import spec as specmod  # noqa: E402
+from ..schema import NONNEGATIVE, POSITIVE, Param, Table  # noqa: E402
+from ..spec import SpecError  # noqa: E402
+from . import declared  # noqa: E402
 
-SPEC_TABLES = {
-    "model": {"mechanism": "plate_compactor", "box_mass_kg": 92.0, "box_inertia_kg_m2": 0.4423,
-              "rotor_mass_kg": 7.0, "rotor_inertia_kg_m2": 0.00247, "eccentricity_m": 0.018,
-              "half_length_m": 0.2, "half_height_m": 0.128, "com_x_m": -0.033, "com_y_m": 0.032,
-              "axis_x_m": 0.03, "axis_y_m": 0.124, "rotor_speed_rad_per_s": 420.0,
-              "rotor_phase_rad": 0.0, "gravity_m_per_s2": 9.81, "drop_height_m": 0.0},
-    "ground": {"stiffness_N_per_m1_5": 3.1e6, "damping_N_s_per_m2": 23e3, "static_friction": 0.6,
-               "kinetic_friction": 0.45, "friction_model": "stick_slip",
-               "regularisation_velocity_m_per_s": 1e-3},
-    "integrator": {"scheme": "moreau_midpoint", "dt_s": 1e-5, "t_end_s": 2.0, "steady_start_s": 1.0,
-                   "revolutions": 1.0, "save_every": 100, "precision": "float64", "chunk_size": 0,
-                   "steady_revolutions": 1.0, "continuous_contact_s": 1e-3},
-    "outputs": {"histories": list(DEFAULT_OUTPUTS), "plot_variants": 4, "plots": True},
-}
-SWEEPABLE = ("model", "ground")
-_POS = (0.0, math.inf, False)
-RANGES = {
-    "model.box_mass_kg": _POS, "model.box_inertia_kg_m2": _POS, "model.rotor_mass_kg": (0.0, math.inf, True),
-    "model.rotor_inertia_kg_m2": (0.0, math.inf, True), "model.eccentricity_m": (0.0, 1.0, True),
-    "model.half_length_m": (0.0, 10.0, False), "model.half_height_m": (0.0, 10.0, False),
-    "model.com_x_m": (-10.0, 10.0, True), "model.com_y_m": (-10.0, 10.0, True),
-    "model.axis_x_m": (-10.0, 10.0, True), "model.axis_y_m": (-10.0, 10.0, True),
-    "model.rotor_speed_rad_per_s": (-1e4, 1e4, True), "model.rotor_phase_rad": (-100.0, 100.0, True),
-    "model.gravity_m_per_s2": (0.0, 100.0, True), "model.drop_height_m": (0.0, 10.0, True),
-    "ground.stiffness_N_per_m1_5": _POS, "ground.damping_N_s_per_m2": (0.0, math.inf, True),
-    "ground.static_friction": (0.0, 10.0, True), "ground.kinetic_friction": (0.0, 10.0, True),
-    "ground.regularisation_velocity_m_per_s": (0.0, 1.0, False),
-    "integrator.t_end_s": (0.0, 1e4, False), "integrator.steady_start_s": (0.0, 1e4, True),
-}
+_L10 = (-10.0, 10.0, True)
+MODEL = Table("model", (
+    Param("mechanism", "plate_compactor", "registered mechanism name"),
+    Param("box_mass_kg", 92.0, "box (plate) mass m₁", range=POSITIVE, field="m1"),
+    Param("box_inertia_kg_m2", 0.4423, "box inertia J₁ about its centre of mass C₁", range=POSITIVE, field="J1"),
+    Param("rotor_mass_kg", 7.0, "eccentric rotor mass m₂", range=NONNEGATIVE, field="m2"),
+    Param("rotor_inertia_kg_m2", 0.00247, "rotor inertia J₂ about its centre of mass", range=NONNEGATIVE, field="J2"),
+    Param("eccentricity_m", 0.018, "rotor eccentricity |A C₂|", range=(0.0, 1.0, True), field="e"),
+    Param("half_length_m", 0.2, "box half length a", range=(0.0, 10.0, False), field="a"),
+    Param("half_height_m", 0.128, "box half height b", range=(0.0, 10.0, False), field="b"),
+    Param("com_x_m", -0.033, "C₁ from the box centre O₁, x (box frame)", range=_L10, field="Cx"),
+    Param("com_y_m", 0.032, "C₁ from O₁, y", range=_L10, field="Cy"),
+    Param("axis_x_m", 0.03, "rotor axis A from O₁, x", range=_L10, field="Ax"),
+    Param("axis_y_m", 0.124, "rotor axis A from O₁, y", range=_L10, field="Ay"),
+    Param("rotor_speed_rad_per_s", 420.0, "rotor speed relative to the box (> 0 counter-clockwise)",
+          range=(-1e4, 1e4, True), field="omega"),
+    Param("rotor_phase_rad", 0.0, "rotor angle relative to the box at t = 0", range=(-100.0, 100.0, True),
+          field="psi0"),
+    Param("gravity_m_per_s2", 9.81, "gravity g", range=(0.0, 100.0, True), field="gravity"),
+    Param("drop_height_m", 0.0, "start this high above the rest state (0: on the ground)", range=(0.0, 10.0, True),
+          field="drop_height"),
+), doc="plate, rotor and drive (Wang & Wang 2015, HZR-92)")
+GROUND = Table("ground", (
+    Param("stiffness_N_per_m1_5", 3.1e6, "ground stiffness K of K δ^1.5", range=POSITIVE, field="K"),
+    Param("damping_N_s_per_m2", 23e3, "ground damping c of c δ δ̇", range=NONNEGATIVE, field="c"),
+    Param("static_friction", 0.6, "static coefficient μ0", range=(0.0, 10.0, True), field="mu_static"),
+    Param("kinetic_friction", 0.45, "kinetic coefficient μ (≤ μ0)", range=(0.0, 10.0, True), field="mu_kinetic"),
+    Param("friction_model", "stick_slip", "dry-friction model", choices=laws.STICK_SLIP_MODELS),
+    Param("regularisation_velocity_m_per_s", 1e-3, "regularisation / zero-slip velocity", range=(0.0, 1.0, False),
+          field="v_reg"),
+), doc="ground contact at the plate's corners")
+TABLES = [MODEL, GROUND, specmod.integrator_table(SCHEMES, "moreau_midpoint", dt_s=1e-5, t_end_s=2.0, extra=(
+    Param("steady_start_s", 1.0, "start of the steady window [steady_start_s, t_end_s]", range=(0.0, 1e4, True)),)),
+    specmod.outputs_table(OUTPUT_CHANNELS, DEFAULT_OUTPUTS)]
 
 
 def validate_spec(spec):
-    check_choice("ground.friction_model", spec["ground"]["friction_model"], laws.STICK_SLIP_MODELS)
-    check_choice("integrator.scheme", spec["integrator"]["scheme"], SCHEMES)
     it = spec["integrator"]
     if it["steady_start_s"] >= it["t_end_s"]:
         raise SpecError(f"integrator.steady_start_s = {it['steady_start_s']!r} must be below "
@@ -505,16 +511,7 @@ def make_config(spec, t_end) -> Config:
 
 
 def params(spec, cfg: Config, flat, dtype, t_end) -> Params:
-    f = lambda k: jnp.asarray(flat[k], dtype)
-    m, g = "model.", "ground."
-    return Params(m1=f(m + "box_mass_kg"), J1=f(m + "box_inertia_kg_m2"), m2=f(m + "rotor_mass_kg"),
-                  J2=f(m + "rotor_inertia_kg_m2"), e=f(m + "eccentricity_m"), a=f(m + "half_length_m"),
-                  b=f(m + "half_height_m"), Cx=f(m + "com_x_m"), Cy=f(m + "com_y_m"), Ax=f(m + "axis_x_m"),
-                  Ay=f(m + "axis_y_m"), omega=f(m + "rotor_speed_rad_per_s"), psi0=f(m + "rotor_phase_rad"),
-                  K=f(g + "stiffness_N_per_m1_5"), c=f(g + "damping_N_s_per_m2"),
-                  mu_static=f(g + "static_friction"), mu_kinetic=f(g + "kinetic_friction"),
-                  gravity=f(m + "gravity_m_per_s2"), v_reg=f(g + "regularisation_velocity_m_per_s"),
-                  drop_height=f(m + "drop_height_m"))
+    return Params(**declared(MODEL, flat, dtype), **declared(GROUND, flat, dtype))
 
 
 def stability_dt(p: Params):
@@ -546,6 +543,22 @@ def describe(spec, cfg: Config):
             "rotor_sense": "rotor_speed_rad_per_s > 0: counter-clockwise (x forward, y up)",
             "start_state": "at rest in static equilibrium with the rotor's weight and centripetal "
                            "force at rotor_phase_rad (weights only where friction could not hold)"}
+
+
+STUDY_METRICS = ("mean_advance_speed_m_per_min", "hop_amplitude_m", "pitch_amplitude_rad", "peak_normal_force_N",
+                 "peak_hinge_force_N", "peak_motor_torque_N_m")
+
+
+def study(spec, cfg: Config, t_end):
+    """The differentiable metrics of one variant (``jaxclear.study``): the ``summary`` columns
+    that are continuous in the parameters (advance speed, amplitudes, peaks)."""
+    from ..study import Study
+
+    def evaluate(p):
+        m = summary(cfg, p, simulate(cfg, p))
+        return jnp.stack([jnp.asarray(m[k], p.m1.dtype) for k in STUDY_METRICS])
+
+    return Study(STUDY_METRICS, evaluate, "mean_advance_speed_m_per_min")
 
 
 def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):

@@ -35,9 +35,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import integrate, joints, laws, metrics
+from .. import spec as specmod
 from .._math import perp, safe_norm
-from ..spec import SpecError, check_choice
-from . import _clearance
+from ..schema import POSITIVE, Param, Table
+from ..spec import SpecError
+from . import _clearance, declared, defaults, params_type
 
 # Clearance joints of each configuration, in the order of the per-joint outputs.
 JOINTS = {"rod_slider": ("rod_slider",), "crank_rod": ("crank_rod",), "both": ("crank_rod", "rod_slider")}
@@ -91,55 +93,51 @@ class Config(_clearance.ClearanceConfig):
         return self
 
 
-class Params(NamedTuple):
-    """Numeric parameters (SI), batchable leaf by leaf.
+MODEL = Table("model", (
+    Param("mechanism", "slider_crank", "registered mechanism name"),
+    Param("clearance_joint", "rod_slider", "which joint has clearance", choices=CLEARANCE_JOINTS),
+    Param("crank_length_m", 0.05, "crank length r", range=POSITIVE, guard=_clearance.metres(10.0, "50 mm = 0.05"),
+          field="crank_length"),
+    Param("rod_length_m", 0.12, "connecting-rod length L (> r)", range=POSITIVE,
+          guard=_clearance.metres(10.0, "120 mm = 0.12"), field="rod_length"),
+    Param("crank_mass_kg", 0.30, "crank mass", range=POSITIVE, field="crank_mass"),
+    Param("rod_mass_kg", 0.21, "rod mass m₂", range=POSITIVE, field="rod_mass"),
+    Param("slider_mass_kg", 0.14, "slider mass m₃", range=POSITIVE, field="slider_mass"),
+    Param("crank_inertia_kg_m2", 1e-5, "crank inertia about its centre of mass", range=POSITIVE,
+          field="crank_inertia"),
+    Param("rod_inertia_kg_m2", 2.5e-4, "rod inertia J₂ about its centre of mass", range=POSITIVE,
+          field="rod_inertia"),
+    Param("slider_inertia_kg_m2", 1e-4, "slider inertia (the slider does not rotate)", range=POSITIVE,
+          field="slider_inertia"),
+    *_clearance.CRANK_DRIVE,
+), doc="bodies and drive (Flores et al. 2008, Table 1)")
 
-    Lengths [m], masses [kg], inertias about the centre of mass [kg·m²], crank_speed ω [rad/s],
-    ramp_time [s] (0: constant speed from t = 0), gravity g [m/s²] along −y,
-    steady_start [s] start of the steady window, joint: clearance-joint parameters (for
-    ``"both"`` a JointParams whose leaves have a leading axis of 2: [crank_rod, rod_slider]).
-    """
+Params = params_type("Params", MODEL, extra=("steady_start", "joint"), doc="""Numeric parameters (SI), batchable leaf by leaf.
 
-    crank_length: jnp.ndarray
-    rod_length: jnp.ndarray
-    crank_mass: jnp.ndarray
-    rod_mass: jnp.ndarray
-    slider_mass: jnp.ndarray
-    crank_inertia: jnp.ndarray
-    rod_inertia: jnp.ndarray
-    slider_inertia: jnp.ndarray
-    crank_speed: jnp.ndarray
-    ramp_time: jnp.ndarray
-    gravity: jnp.ndarray
-    steady_start: jnp.ndarray
-    joint: joints.JointParams
+    Fields from the declarations of MODEL (lengths [m], masses [kg], inertias about the centre of
+    mass [kg·m²], crank_speed ω [rad/s], ramp_time [s] (0: constant speed from t = 0), gravity g
+    [m/s²] along −y), then steady_start [s] start of the steady window and joint: clearance-joint
+    parameters (for ``"both"`` a JointParams whose leaves have a leading axis of 2:
+    [crank_rod, rod_slider]).
+    """)
 
 
 def benchmark_params(clearance=0.5e-3, crank_speed_rpm=5000.0, journal_radius=10.0e-3,
                      restitution=0.9, friction_coefficient=0.01, points=None, ramp_time=0.0,
                      steady_start=0.0, normal_law="lankarani_nikravesh", youngs_modulus=207e9,
                      poisson_ratio=0.3, stiffness=None, n_joints=1):
-    """Params of the Flores et al. (2008) benchmark; every argument may be a traced array.
+    """Params of the Flores et al. (2008) benchmark (the MODEL defaults); every argument may be a
+    traced array.
 
     Stiffness (when not given) is the Lankarani–Nikravesh internal-cylinder value
     K = 4/(3(σ_J+σ_B))·√(R_J R_B/(R_B−R_J)), σ = (1−ν²)/E  (≈ 6.95e10 N/m^1.5 at c = 0.5 mm).
     """
-    f = lambda x: jnp.asarray(x, dtype=jnp.result_type(float))
-    rb = f(journal_radius) + f(clearance)
-    k = (laws.internal_cylinder_stiffness(f(journal_radius), rb, youngs_modulus, poisson_ratio,
-                                          youngs_modulus, poisson_ratio)
-         if stiffness is None else f(stiffness))
-    pts = jnp.zeros((1, 2)) if points is None else jnp.asarray(points)
-    jp = joints.JointParams(
-        journal_radius=f(journal_radius), clearance=f(clearance), points=pts, stiffness=k,
-        exponent=f(1.0 if normal_law == "linear" else 1.5), restitution=f(restitution),
-        damping=f(0.0), friction_coefficient=f(friction_coefficient), v0=f(1e-4), v1=f(1e-3))
-    if n_joints == 2:
-        jp = jax.tree_util.tree_map(lambda x: jnp.stack([x, x]), jp)
-    return Params(crank_length=f(0.05), rod_length=f(0.12), crank_mass=f(0.30), rod_mass=f(0.21),
-                  slider_mass=f(0.14), crank_inertia=f(1e-5), rod_inertia=f(2.5e-4),
-                  slider_inertia=f(1e-4), crank_speed=f(crank_speed_rpm) * (2 * np.pi / 60),
-                  ramp_time=f(ramp_time), gravity=f(9.81), steady_start=f(steady_start), joint=jp)
+    dt = jnp.result_type(float)
+    f = lambda x: jnp.asarray(x, dtype=dt)
+    jp = _clearance.benchmark_joint(clearance, journal_radius, restitution, friction_coefficient, points,
+                                    normal_law, youngs_modulus, poisson_ratio, stiffness, n_joints)
+    flat = {**defaults(MODEL), "model.crank_speed_rpm": crank_speed_rpm, "model.ramp_time_s": ramp_time}
+    return Params(**declared(MODEL, flat, dt), steady_start=f(steady_start), joint=jp)
 
 
 # ----------------------------------------------------------------------------- kinematics
@@ -410,62 +408,31 @@ def ideal_peaks(p: Params, t_end, steady_start, n_samples: int = 20001):
 # ----------------------------------------------------------------------------- sweep protocol
 # (jaxclear.mechanisms: what `jaxclear run` needs to sweep this mechanism)
 
-SPEC_TABLES = {
-    "model": {
-        "mechanism": "slider_crank",
-        "clearance_joint": "rod_slider",
-        "crank_length_m": 0.05,
-        "rod_length_m": 0.12,
-        "crank_mass_kg": 0.30,
-        "rod_mass_kg": 0.21,
-        "slider_mass_kg": 0.14,
-        "crank_inertia_kg_m2": 1e-5,
-        "rod_inertia_kg_m2": 2.5e-4,
-        "slider_inertia_kg_m2": 1e-4,
-        "crank_speed_rpm": 5000.0,
-        "ramp_time_s": 0.0,
-        "gravity_m_per_s2": 9.81,
-    },
-    **_clearance.TABLES,
-    # profile.window_points = W > 0: contact.detect_window on the W points around the pin
-    # direction (same results as the full pass unless window_overflow_steps > 0); 0 = off.
-    "profile": {**_clearance.TABLES["profile"], "window_points": 0},
-    "outputs": {"histories": list(DEFAULT_OUTPUTS), "plot_variants": 4, "plots": True},
-}
-SPEC_OPTIONAL = _clearance.OPTIONAL
-SWEEPABLE = ("model",) + _clearance.SWEEPABLE
-RANGES = {
-    # key: (lo, hi, inclusive_lo) — physically admissible ranges, checked for every variant.
-    "model.crank_length_m": (0.0, math.inf, False),
-    "model.rod_length_m": (0.0, math.inf, False),
-    "model.crank_mass_kg": (0.0, math.inf, False),
-    "model.rod_mass_kg": (0.0, math.inf, False),
-    "model.slider_mass_kg": (0.0, math.inf, False),
-    "model.crank_inertia_kg_m2": (0.0, math.inf, False),
-    "model.rod_inertia_kg_m2": (0.0, math.inf, False),
-    "model.slider_inertia_kg_m2": (0.0, math.inf, False),
-    "model.crank_speed_rpm": (0.0, 1e6, False),
-    "model.ramp_time_s": (0.0, math.inf, True),
-    "model.gravity_m_per_s2": (-1e3, 1e3, True),
-    **_clearance.RANGES,
-}
-UNIT_LIMITS = {
-    **_clearance.UNIT_LIMITS,
-    "model.crank_length_m": (10.0, ">=", "lengths are in metres (50 mm = 0.05): did you give mm?"),
-    "model.rod_length_m": (10.0, ">=", "lengths are in metres (120 mm = 0.12): did you give mm?"),
-    "model.crank_speed_rpm": (1.0, "<", "the crank speed is in revolutions per minute (5000 rpm = 83.3 rev/s): "
-                                        "did you give rev/s or Hz? (at least 1 rpm)"),
-}
-INT_RANGES = {**_clearance.INT_RANGES, "profile.window_points": (0, 4096)}
+def tables(model):
+    """The spec tables: [model], the clearance-joint tables (and each joint's own with
+    clearance_joint = "both"), [integrator], [outputs]."""
+    names = JOINTS.get(model.get("clearance_joint", "rod_slider"), ("rod_slider",))
+    return [MODEL, *_clearance.joint_tables(names, profile=PROFILE),
+            _clearance.crank_integrator(integrate.SCHEMES, "leapfrog"),
+            specmod.outputs_table(OUTPUT_CHANNELS, DEFAULT_OUTPUTS)]
+
+
+# profile.window_points = W > 0: contact.detect_window on the W points around the pin direction
+# (same results as the full pass unless window_overflow_steps > 0); 0 = off.
+PROFILE = _clearance.extend_profile(Param(
+    "window_points", 0, "windowed detection on W points around the pin direction (0: off)", range=(0, 4096)))
 
 
 def validate_spec(spec):
-    check_choice("model.clearance_joint", spec["model"]["clearance_joint"], CLEARANCE_JOINTS)
     _clearance.validate_spec(spec)
 
 
+check_axis = _clearance.check_axis
+differentiable_keys = _clearance.differentiable_keys
+
+
 def check_values(cols):
-    _clearance.check_values(cols)
+    _clearance.check_values(cols, JOINTS["both"])
     r, L = np.asarray(cols["model.crank_length_m"], float), np.asarray(cols["model.rod_length_m"], float)
     if np.any(L <= r):
         raise SpecError(f"model.rod_length_m = {float(np.min(L))!r} must exceed model.crank_length_m = {float(np.max(r))!r}")
@@ -482,32 +449,18 @@ def t_end(spec, cols):
 
 
 def make_config(spec, t_end) -> Config:
-    it = spec["integrator"]
-    dt = it["dt_s"]
-    save_every = it["save_every"]
-    n_steps = max(1, int(math.ceil(t_end / dt - 1e-9)))
-    n_saves = max(1, int(math.ceil(n_steps / save_every)))
-    min_cont = max(1, int(round(it["continuous_contact_s"] / dt)))
-    return Config(clearance_joint=spec["model"]["clearance_joint"], joint=_clearance.joint_config(spec),
-                  scheme=it["scheme"], dt=dt, n_saves=n_saves, save_every=save_every,
-                  outputs=tuple(spec["outputs"]["histories"]), min_continuous_steps=min_cont).validate()
+    return Config(clearance_joint=spec["model"]["clearance_joint"],
+                  **_clearance.config_fields(spec, t_end)).validate()
 
 
 def params(spec, cfg: Config, flat, dtype, t_end) -> Params:
     """Params of one variant from {dotted path: scalar} (traceable).  The steady window is the
     last integrator.steady_revolutions crank revolutions before t_end."""
-    f = lambda k: jnp.asarray(flat[k], dtype)
-    m = "model."
-    jp = _clearance.stacked(_clearance.joint_params(spec, cfg.joint, flat, dtype), cfg.n_joints)
-    omega = f(m + "crank_speed_rpm") * (2 * math.pi / 60)
-    period = 2 * math.pi / omega
+    jp = _clearance.joints_params(spec, cfg.joint, flat, dtype, JOINTS[cfg.clearance_joint])
+    fields = declared(MODEL, flat, dtype)
+    period = 2 * math.pi / fields["crank_speed"]
     steady = jnp.maximum(t_end - spec["integrator"]["steady_revolutions"] * period, 0.0).astype(dtype)
-    return Params(crank_length=f(m + "crank_length_m"), rod_length=f(m + "rod_length_m"),
-                  crank_mass=f(m + "crank_mass_kg"), rod_mass=f(m + "rod_mass_kg"),
-                  slider_mass=f(m + "slider_mass_kg"), crank_inertia=f(m + "crank_inertia_kg_m2"),
-                  rod_inertia=f(m + "rod_inertia_kg_m2"), slider_inertia=f(m + "slider_inertia_kg_m2"),
-                  crank_speed=omega, ramp_time=f(m + "ramp_time_s"), gravity=f(m + "gravity_m_per_s2"),
-                  steady_start=steady, joint=jp)
+    return Params(**fields, steady_start=steady, joint=jp)
 
 
 def stability_dt(p: Params, scheme):
@@ -584,6 +537,36 @@ def n_ideal_samples(max_crank_speed_rad_per_s, t_end):
     return int(min(2 ** 18, max(2048, 1024 * math.ceil(revs)))) + 1
 
 
+def ideal_samples(cols, t_end):
+    """``n_ideal_samples`` of a whole sweep (its fastest variant): one reference rule for all chunks."""
+    w = np.max(np.asarray(cols["model.crank_speed_rpm"], float) * (2 * math.pi / 60))
+    return n_ideal_samples(float(w), t_end)
+
+
+# The differentiable metrics of one variant (jaxclear.study): exact peaks (subgradients), their
+# smooth power-mean twins and the amplification factors against the ideal mechanism.
+STUDY_METRICS = ("peak_contact_force_N", "smooth_peak_contact_force_N",
+                 "peak_slider_acceleration_m_per_s2", "smooth_peak_slider_acceleration_m_per_s2",
+                 "daf_contact_force", "smooth_daf_contact_force",
+                 "daf_slider_acceleration", "smooth_daf_slider_acceleration")
+
+
+def study(spec, cfg: Config, t_end):
+    """simulate + peaks + the closed-form ideal reference (``jaxclear.study``)."""
+    from ..study import Study
+
+    names = JOINTS[cfg.clearance_joint]
+    n_samples = cfg.ideal_samples or n_ideal_samples(
+        float(spec["model"]["crank_speed_rpm"]) * 2 * math.pi / 60, t_end)
+
+    def evaluate(p):
+        acc = simulate(cfg, p).acc
+        ideal, _ = ideal_peaks(p, t_end, p.steady_start, n_samples=n_samples)
+        return metrics.peak_vector(acc, reaction_reference(ideal, names), ideal["slider_acceleration"])
+
+    return Study(STUDY_METRICS, evaluate, "smooth_peak_contact_force_N")
+
+
 def reaction_reference(ideal_peaks_, names):
     """The ideal reference of the contact-force amplification: the largest ideal reaction
     peak over the clearance joints ``names`` (from ``ideal_peaks``; arrays or traced)."""
@@ -631,7 +614,7 @@ def motion_columns(out, acc, names, ideal_full=None):
 def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     """Metrics table rows (dict of arrays) for one chunk."""
     acc = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_real], res.acc)
-    n_samples = n_ideal_samples(float(np.max(np.asarray(p.crank_speed))), t_end)
+    n_samples = cfg.ideal_samples or n_ideal_samples(float(np.max(np.asarray(p.crank_speed))), t_end)
     ideal_full, ideal_steady = _ideal_peaks_batch(p, t_end, n_samples)
     ideal_full = {k: np.asarray(v)[:n_real] for k, v in ideal_full.items()}
     ideal_steady = {k: np.asarray(v)[:n_real] for k, v in ideal_steady.items()}
