@@ -202,6 +202,13 @@ def motion_fractions(acc: Accumulator):
     return free, acc.impact_steps / n, acc.continuous_steps / n
 
 
+def peak_vector_names(acc_name, acc_unit):
+    """The names of ``peak_vector``'s entries for an acceleration channel ``acc_name`` [acc_unit]."""
+    return ("peak_contact_force_N", "smooth_peak_contact_force_N", f"peak_{acc_name}{acc_unit}",
+            f"smooth_peak_{acc_name}{acc_unit}", "daf_contact_force", "smooth_daf_contact_force",
+            f"daf_{acc_name}", f"smooth_daf_{acc_name}")
+
+
 def peak_vector(acc: Accumulator, force_reference, acc_reference):
     """The differentiable metrics of one variant (``jaxclear.study``), in the order
     peak force, smooth peak force, peak acceleration, smooth peak acceleration, then the

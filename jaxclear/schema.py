@@ -92,6 +92,7 @@ class Table:
     doc: str = ""
     sweepable: bool = True
     optional: bool = False  # a whole table present only when given (e.g. one joint's own values)
+    retired: tuple = ()  # (key, why it is refused): keys earlier releases accepted that do nothing
 
     def __post_init__(self):
         object.__setattr__(self, "params", tuple(self.params))
@@ -106,8 +107,8 @@ class Table:
         return [p.key for p in self.params]
 
 
-def table(path, *params, doc="", sweepable=True, optional=False) -> Table:
-    return Table(path, params, doc=doc, sweepable=sweepable, optional=optional)
+def table(path, *params, doc="", sweepable=True, optional=False, retired=()) -> Table:
+    return Table(path, params, doc=doc, sweepable=sweepable, optional=optional, retired=retired)
 
 
 def replace_defaults(t: Table, path=None, **defaults) -> Table:

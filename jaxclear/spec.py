@@ -345,6 +345,9 @@ def merge_defaults(raw):
                         _set(spec, sub, vv)
                     elif sub in sch.decl or sub in prefixes:
                         walk({kk: vv}, full)
+                    elif kk in dict(sch.decl[full].retired):
+                        raise SpecError(f"{sub} is not a key of model.mechanism = {mech!r} any more: "
+                                        f"{dict(sch.decl[full].retired)[kk]}; remove it")
                     else:
                         raise SpecError(f"unknown key {sub}{_did_you_mean(kk, keys)}"
                                         + (f"; allowed: {', '.join(keys)}" if len(keys) <= 12 else "") + suffix)

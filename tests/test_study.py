@@ -71,6 +71,10 @@ def test_deprecated_keys_still_work_with_a_warning():
 
 
 def test_keys_a_mechanism_does_not_use_are_refused():
+    with pytest.raises(specmod.SpecError, match="model.crank_mass_kg is not a key .* driving torque"):
+        specmod.load({"model": {"crank_mass_kg": 0.3}})  # the crank is driven: its mass does nothing
+    with pytest.raises(specmod.SpecError, match="model.slider_inertia_kg_m2 .* never rotates"):
+        specmod.load({"model": {"slider_inertia_kg_m2": 1e-4}})
     for d, key in (({"model": {"mechanism": "impact_oscillator"}, "integrator": {"revolutions": 2.0}},
                     "integrator.revolutions"),
                    ({"model": {"mechanism": "plate_compactor"}, "integrator": {"continuous_contact_s": 1e-3}},

@@ -10,6 +10,7 @@ stacked on a leading joint axis); structural keys (profile kind, points, laws) a
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,6 +86,8 @@ def metres(limit, example):
     return (limit, ">=", f"lengths are in metres ({example}): " + _MM)
 
 
+DRIVEN_CRANK = ("the crank turns at the prescribed speed (model.crank_speed_rpm, ramp_time_s): its mass and "
+                "inertia only change the driving torque, which is not computed")
 # The crank drive of the crank mechanisms: constant speed, or a linear ramp from rest.
 CRANK_DRIVE = (
     Param("crank_speed_rpm", 5000.0, "crank speed ω (after the ramp)", range=(0.0, 1e6, False),
@@ -410,3 +413,42 @@ def check_bushing(jc: joints.JointConfig, jp: joints.JointParams, name):
                         f"comes within {rmin[i]:.6g} m of its centre, not larger than "
                         f"joint.journal_radius_m = {rj[i]:.6g}: the journal must be smaller than "
                         "the bearing")
+
+
+def fastest_crank_speed(cols):
+    """The largest crank speed [rad/s] over the variants ``cols`` ({path: scalar or (B,)})."""
+    return float(np.max(np.asarray(cols["model.crank_speed_rpm"], float) * (2 * math.pi / 60)))
+
+
+def ideal_sample_count(max_crank_speed_rad_per_s, t_end, per_revolution, minimum):
+    """Samples of an ideal crank mechanism over [0, t_end]: ``per_revolution`` per crank
+    revolution of the fastest variant, at least ``minimum`` + 1, at most 2^18 + 1."""
+    revs = max_crank_speed_rad_per_s * t_end / (2 * math.pi)
+    return int(min(2 ** 18, max(minimum, per_revolution * math.ceil(revs)))) + 1
+
+
+def sweep_ideal_samples(rule):
+    """``ideal_samples(cols, t_end)`` of a crank mechanism: its sample ``rule(ω_max, t_end)`` at
+    the fastest variant of the sweep, one reference sample count for every chunk."""
+    return lambda cols, t_end: rule(fastest_crank_speed(cols), t_end)
+
+
+def crank_study(names, acc_key, ideal_peaks, ideal_samples, simulate, joint_names, ideal_kw=lambda cfg: {}):
+    """``study(spec, cfg, t_end)`` of a crank mechanism (``jaxclear.study``): ``metrics.peak_vector``
+    of one variant's run against its closed-form ideal twin, ``ideal_peaks(p, t_end, t_steady,
+    n_samples, **ideal_kw(cfg))``: the largest ideal reaction over the clearance joints and the
+    ideal peak of ``acc_key``."""
+    from .. import metrics
+    from ..study import Study
+
+    def study(spec, cfg, t_end):
+        n = cfg.ideal_samples or ideal_samples(specmod.flat_values(spec), t_end)
+
+        def evaluate(p):
+            ideal, _ = ideal_peaks(p, t_end, p.steady_start, n_samples=n, **ideal_kw(cfg))
+            ref = functools.reduce(jnp.maximum, [ideal["reaction_" + j] for j in joint_names(cfg)])
+            return metrics.peak_vector(simulate(cfg, p).acc, ref, ideal[acc_key])
+
+        return Study(tuple(names), evaluate, "smooth_peak_contact_force_N")
+
+    return study

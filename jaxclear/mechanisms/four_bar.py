@@ -95,15 +95,16 @@ MODEL = Table("model", (
     Param("clearance_joint", "coupler_follower", "which joint has clearance", choices=CLEARANCE_JOINTS),
     *(Param(f"{n}_length_m", L, f"{n} length", range=POSITIVE, guard=_clearance.metres(10.0, "50 mm = 0.05"),
             field=f"{n}_length") for n, L, _, _ in _LINKS),
-    *(Param(f"{n}_mass_kg", m, f"{n} mass", range=POSITIVE, field=f"{n}_mass") for n, _, m, _ in _LINKS if m),
+    *(Param(f"{n}_mass_kg", m, f"{n} mass", range=POSITIVE, field=f"{n}_mass") for n, _, m, _ in _LINKS[1:] if m),
     *(Param(f"{n}_inertia_kg_m2", J, f"{n} inertia about its centre of mass", range=POSITIVE, field=f"{n}_inertia")
-      for n, _, _, J in _LINKS if J),
+      for n, _, _, J in _LINKS[1:] if J),
     replace(_clearance.CRANK_DRIVE[0], default=1500.0, aliases=(("model.crank_speed_rad_per_s", 60 / (2 * math.pi)),)),
     replace(_clearance.CRANK_DRIVE[1], default=0.12),
     Param("initial_crank_angle_deg", 90.0, "crank angle θ₀ at t = 0 from the ground line",
           range=(-360.0, 360.0, True)),
     _clearance.CRANK_DRIVE[2],
-), doc="links and drive (seed links: a Grashof crank–rocker of steel bars)")
+), doc="links and drive (a Grashof crank–rocker of steel bars)",
+    retired=(("crank_mass_kg", _clearance.DRIVEN_CRANK), ("crank_inertia_kg_m2", _clearance.DRIVEN_CRANK)))
 BENCHMARK = {p.key: p.default for p in MODEL.params if p.key.endswith(("_length_m", "_mass_kg", "_inertia_kg_m2"))}
 
 Params = params_type("Params", MODEL, extra=("crank_angle0", "steady_start", "joint"), doc="""Lengths [m],
@@ -553,39 +554,17 @@ def _ideal_peaks_batch(p, t_end, n_samples, joint):
 
 
 def n_ideal_samples(max_crank_speed_rad_per_s, t_end):
-    """Samples of the ideal four-bar over [0, t_end]: 2048 per revolution of the fastest variant,
+    """Samples of the ideal mechanism over [0, t_end]: 2048 per revolution of the fastest variant,
     at least 4097, at most 2^18 + 1."""
-    revs = max_crank_speed_rad_per_s * t_end / (2 * math.pi)
-    return int(min(2 ** 18, max(4096, 2048 * math.ceil(revs)))) + 1
+    return _clearance.ideal_sample_count(max_crank_speed_rad_per_s, t_end, 2048, 4096)
 
 
-def ideal_samples(cols, t_end):
-    """``n_ideal_samples`` of a whole sweep (its fastest variant)."""
-    return n_ideal_samples(float(np.max(np.asarray(cols["model.crank_speed_rpm"], float) * (2 * math.pi / 60))),
-                           t_end)
-
-
-STUDY_METRICS = ("peak_contact_force_N", "smooth_peak_contact_force_N",
-                 "peak_follower_angular_acceleration_rad_per_s2", "smooth_peak_follower_angular_acceleration_rad_per_s2",
-                 "daf_contact_force", "smooth_daf_contact_force",
-                 "daf_follower_angular_acceleration", "smooth_daf_follower_angular_acceleration")
-
-
-def study(spec, cfg: Config, t_end):
-    """simulate + peaks + the closed-form ideal four-bar reference (``jaxclear.study``)."""
-    from ..study import Study
-
-    names = JOINTS[cfg.clearance_joint]
-    n_samples = cfg.ideal_samples or n_ideal_samples(float(spec["model"]["crank_speed_rpm"]) * 2 * math.pi / 60,
-                                                     t_end)
-
-    def evaluate(p):
-        acc = simulate(cfg, p).acc
-        ideal, _ = ideal_peaks(p, t_end, p.steady_start, n_samples=n_samples, joint=cfg.clearance_joint)
-        ref = functools.reduce(jnp.maximum, [ideal["reaction_" + n] for n in names])
-        return metrics.peak_vector(acc, ref, ideal["follower_angular_acceleration"])
-
-    return Study(STUDY_METRICS, evaluate, "smooth_peak_contact_force_N")
+ideal_samples = _clearance.sweep_ideal_samples(n_ideal_samples)
+STUDY_METRICS = metrics.peak_vector_names("follower_angular_acceleration", "_rad_per_s2")  # the differentiable metrics
+# simulate + peaks + the closed-form ideal reference (jaxclear.study)
+study = _clearance.crank_study(STUDY_METRICS, "follower_angular_acceleration", ideal_peaks, ideal_samples, simulate,
+                               joint_names=lambda cfg: JOINTS[cfg.clearance_joint],
+                               ideal_kw=lambda cfg: {"joint": cfg.clearance_joint})
 
 
 def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):

@@ -100,17 +100,14 @@ MODEL = Table("model", (
           field="crank_length"),
     Param("rod_length_m", 0.12, "connecting-rod length L (> r)", range=POSITIVE,
           guard=_clearance.metres(10.0, "120 mm = 0.12"), field="rod_length"),
-    Param("crank_mass_kg", 0.30, "crank mass", range=POSITIVE, field="crank_mass"),
     Param("rod_mass_kg", 0.21, "rod mass m₂", range=POSITIVE, field="rod_mass"),
     Param("slider_mass_kg", 0.14, "slider mass m₃", range=POSITIVE, field="slider_mass"),
-    Param("crank_inertia_kg_m2", 1e-5, "crank inertia about its centre of mass", range=POSITIVE,
-          field="crank_inertia"),
     Param("rod_inertia_kg_m2", 2.5e-4, "rod inertia J₂ about its centre of mass", range=POSITIVE,
           field="rod_inertia"),
-    Param("slider_inertia_kg_m2", 1e-4, "slider inertia (the slider does not rotate)", range=POSITIVE,
-          field="slider_inertia"),
     *_clearance.CRANK_DRIVE,
-), doc="bodies and drive (Flores et al. 2008, Table 1)")
+), doc="bodies and drive (Flores et al. 2008, Table 1)", retired=(
+    ("crank_mass_kg", _clearance.DRIVEN_CRANK), ("crank_inertia_kg_m2", _clearance.DRIVEN_CRANK),
+    ("slider_inertia_kg_m2", "the slider translates on its guide and never rotates")))
 
 Params = params_type("Params", MODEL, extra=("steady_start", "joint"), doc="""Numeric parameters (SI), batchable leaf by leaf.
 
@@ -531,40 +528,16 @@ def warn_float32(spec, cols):
 
 
 def n_ideal_samples(max_crank_speed_rad_per_s, t_end):
-    """Samples of the ideal mechanism over [0, t_end]: ≥ 1024 per crank revolution of the
-    fastest variant (peak sampling error < 1e-5), at least 2049, at most 2^18 + 1."""
-    revs = max_crank_speed_rad_per_s * t_end / (2 * math.pi)
-    return int(min(2 ** 18, max(2048, 1024 * math.ceil(revs)))) + 1
+    """Samples of the ideal mechanism over [0, t_end]: ≥ 1024 per crank revolution of the fastest variant (peak sampling
+    error < 1e-5), at least 2049, at most 2^18 + 1."""
+    return _clearance.ideal_sample_count(max_crank_speed_rad_per_s, t_end, 1024, 2048)
 
 
-def ideal_samples(cols, t_end):
-    """``n_ideal_samples`` of a whole sweep (its fastest variant): one reference rule for all chunks."""
-    w = np.max(np.asarray(cols["model.crank_speed_rpm"], float) * (2 * math.pi / 60))
-    return n_ideal_samples(float(w), t_end)
-
-
-# The differentiable metrics of one variant (jaxclear.study): exact peaks (subgradients), their
-# smooth power-mean twins and the amplification factors against the ideal mechanism.
-STUDY_METRICS = ("peak_contact_force_N", "smooth_peak_contact_force_N",
-                 "peak_slider_acceleration_m_per_s2", "smooth_peak_slider_acceleration_m_per_s2",
-                 "daf_contact_force", "smooth_daf_contact_force",
-                 "daf_slider_acceleration", "smooth_daf_slider_acceleration")
-
-
-def study(spec, cfg: Config, t_end):
-    """simulate + peaks + the closed-form ideal reference (``jaxclear.study``)."""
-    from ..study import Study
-
-    names = JOINTS[cfg.clearance_joint]
-    n_samples = cfg.ideal_samples or n_ideal_samples(
-        float(spec["model"]["crank_speed_rpm"]) * 2 * math.pi / 60, t_end)
-
-    def evaluate(p):
-        acc = simulate(cfg, p).acc
-        ideal, _ = ideal_peaks(p, t_end, p.steady_start, n_samples=n_samples)
-        return metrics.peak_vector(acc, reaction_reference(ideal, names), ideal["slider_acceleration"])
-
-    return Study(STUDY_METRICS, evaluate, "smooth_peak_contact_force_N")
+ideal_samples = _clearance.sweep_ideal_samples(n_ideal_samples)
+STUDY_METRICS = metrics.peak_vector_names("slider_acceleration", "_m_per_s2")  # the differentiable metrics
+# simulate + peaks + the closed-form ideal reference (jaxclear.study)
+study = _clearance.crank_study(STUDY_METRICS, "slider_acceleration", ideal_peaks, ideal_samples, simulate,
+                               joint_names=lambda cfg: JOINTS[cfg.clearance_joint])
 
 
 def reaction_reference(ideal_peaks_, names):
