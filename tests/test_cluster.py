@@ -183,3 +183,44 @@ def test_client_killed_then_rerun_resumes(client, cache, long_ref, tmp_path):
     _, s, _ = sweep.run(spec, out=out, log=None, compile_cache=cache, cluster=client)
     assert s["chunks_reused"] >= 1 and s["chunks_reused"] + s["chunks_computed"] == 4
     _assert_same_store(ref, out)
+
+
+@pytest.mark.slow
+def test_service_jobs_run_on_the_cluster(client, cache, tmp_path):
+    """``jaxclear serve --cluster ADDRESS``: a job's chunks are tasks of the cluster's workers."""
+    import socket
+    import urllib.request
+
+    from jaxclear.client import Client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp_path / "serve.log", "wb")
+    srv = subprocess.Popen([sys.executable, "-m", "jaxclear.cli", "serve", "--port", str(port), "--data",
+                            str(tmp_path / "data"), "--cache-dir", str(cache), "--cluster", client.scheduler.address],
+                           stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert srv.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/health", timeout=2) as r:
+                    if all(json.loads(r.read())["workers"]):
+                        break
+            except OSError:
+                time.sleep(0.2)
+        job = Client(f"http://127.0.0.1:{port}").submit(TINY)
+        st = job.wait(timeout=300)
+        assert st["status"] == "done", st
+    finally:
+        srv.terminate()
+        srv.wait(30)
+        log.close()
+    out = tmp_path / "data" / "jobs" / job.id / "out"
+    s = json.loads((out / "summary.json").read_text())
+    assert s["cluster"] == client.scheduler.address and s["chunks_computed"] == 3
+    pids = {json.loads(x)["worker_pid"] for x in (out / "progress.jsonl").read_text().splitlines()}
+    assert pids <= set(_pids(client))  # computed by the cluster's workers, not the service's own
+    sweep.run(TINY, out=tmp_path / "local", log=None, compile_cache=cache)
+    _assert_same_store(tmp_path / "local", out)
