@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from killing import kill_after_first_chunk
 
 distributed = pytest.importorskip("distributed")
 
@@ -163,20 +164,7 @@ def test_client_killed_then_rerun_resumes(client, cache, long_ref, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "jaxclear.cli", "run", str(spec), "--out", str(out), "--quiet",
                              "--cache-dir", str(cache), "--cluster", client.scheduler.address],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    plog = out / "progress.jsonl"
-    deadline = time.monotonic() + 400
-    try:
-        while True:
-            assert proc.poll() is None, "the run ended before it could be killed: " + proc.stderr.read().decode()
-            assert time.monotonic() < deadline, "no chunk finished in time"
-            if plog.exists() and plog.read_text().count("\n") >= 1:
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-            time.sleep(0.01)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+    kill_after_first_chunk(proc, out)
     done = store.done_flags(store.open(out, mode="r"))
     assert 1 <= done.sum() < 4, done
     assert not (out / "summary.json").exists()
