@@ -159,10 +159,11 @@ def cmd_run(args):
     except specmod.SpecError as e:
         print(f"jaxclear: error: {e}", file=sys.stderr)
         return 2
-    except (ValueError, ImportError, OSError) as e:
+    except (ValueError, ImportError, OSError, RuntimeError) as e:
         if not args.cluster:
             raise
-        # bad address, scheduler unreachable (OSError: timed out), distributed not installed
+        # bad address, scheduler unreachable (OSError: timed out), distributed not installed,
+        # a chunk that kills its workers (RuntimeError)
         print(f"jaxclear: error: --cluster {args.cluster}: {e}", file=sys.stderr)
         return 2
     if not lead:

@@ -134,6 +134,9 @@ def compute_pending(cluster, spec, pl, h, out, pending, *, done, progress=None, 
     workers of their steps / run_s), workers, retried (tasks whose first worker died), address."""
     from . import store, sweep
     distributed = _distributed()
+    if not pending:  # everything reused from the store: no cluster needed
+        return {"steps": 0, "run_s": 0.0, "compile_s": 0.0, "variant_steps_per_s": None, "workers": 0,
+                "retried": 0, "address": str(cluster)}
     client, close = connect(cluster)
     cc = None if compile_cache is True else (False if compile_cache is False else str(compile_cache))
     B, n_steps = pl.n_variants, pl.cfg.n_steps
@@ -142,8 +145,8 @@ def compute_pending(cluster, spec, pl, h, out, pending, *, done, progress=None, 
     by_pid: dict = {}
     retried = 0
     try:
-        n_workers = len(client.scheduler_info(n_workers=-1)["workers"]) if pending else 0
-        if log and pending:
+        n_workers = len(client.nthreads())
+        if log:
             log(f"cluster {client.scheduler.address}: {len(pending)} chunk tasks on {n_workers} workers")
         futures = [client.submit(chunk_task, spec, h, pl.chunk_size, str(out), ci, cc,
                                  key=f"jaxclear-chunk-{ci}-{h[:8]}-{run_id}", pure=False)
@@ -155,6 +158,10 @@ def compute_pending(cluster, spec, pl, h, out, pending, *, done, progress=None, 
             except distributed.client.FutureCancelledError:
                 raise RuntimeError(f"cluster task {fut.key} was cancelled (scheduler restarted?); "
                                    "rerun to resume from the store") from None
+            except distributed.KilledWorker as e:
+                raise RuntimeError(f"cluster task {fut.key} lost every worker it ran on ({e}); "
+                                   "the chunk may need more memory than a worker has; done chunks are "
+                                   "kept, rerun to resume from the store") from None
             w = by_pid.setdefault(s["pid"], [0, 0.0, 0.0])
             w[0] += s["variants"] * n_steps
             w[1] += s["run_s"]

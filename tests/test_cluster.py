@@ -212,3 +212,14 @@ def test_service_jobs_run_on_the_cluster(client, cache, tmp_path):
     assert pids <= set(_pids(client))  # computed by the cluster's workers, not the service's own
     sweep.run(TINY, out=tmp_path / "local", log=None, compile_cache=cache)
     _assert_same_store(tmp_path / "local", out)
+
+
+def test_unreachable_scheduler_is_a_clear_cli_error(tmp_path):
+    spec = tmp_path / "tiny.toml"
+    spec.write_text(LONG_TOML.replace("t_end_s = 0.3", "t_end_s = 1e-4"))
+    env = dict(os.environ, DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s")
+    p = subprocess.run([sys.executable, "-m", "jaxclear.cli", "run", str(spec), "--out", str(tmp_path / "o"),
+                        "--quiet", "--no-compile-cache", "--cluster", "tcp://127.0.0.1:9"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert "--cluster tcp://127.0.0.1:9" in p.stderr and "Traceback" not in p.stderr
