@@ -171,7 +171,8 @@ def compute_pending(cluster, spec, pl, h, out, pending, *, done, progress=None, 
                 el = time.perf_counter() - t0
                 rate = sum(v[0] / v[1] for v in by_pid.values() if v[1] > 0) or None
                 sweep.write_progress(plog, s["chunk"], 0, done, B, el, rate,
-                                     el / (k + 1) * (len(futures) - k - 1), worker_pid=s["pid"])
+                                     el / (k + 1) * (len(futures) - k - 1), worker_pid=s["pid"],
+                                     compile_s=round(s["compile_s"], 4))
             if progress:
                 progress(s["variants"])
         retried = _retried(client, futures)

@@ -102,6 +102,8 @@ def test_two_workers_fill_the_store_of_a_local_run_bit_for_bit(client, cache, tm
     assert sorted(r["chunk"] for r in lines) == [0, 1, 2]
     assert [r["variants_done"] for r in lines] == [2, 4, 6]
     assert {r["worker_pid"] for r in lines} == set(_pids(client))  # both workers took chunks
+    for pid in {r["worker_pid"] for r in lines}:  # warm workers: only a worker's first chunk compiles
+        assert all(r["compile_s"] == 0.0 for r in [x for x in lines if x["worker_pid"] == pid][1:])
     # a rerun on the same DIR reuses everything and submits nothing
     _, s2, _ = sweep.run(TINY, out=tmp_path / "cl", log=None, compile_cache=cache, cluster=client)
     assert s2["chunks_reused"] == 3 and s2["chunks_computed"] == 0
