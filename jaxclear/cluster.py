@@ -68,9 +68,10 @@ def connect(address, n_workers=None):
         return address, lambda: None
     a = str(address)
     if a == "local" or a.startswith("local:"):
-        n = n_workers or (int(a.split(":", 1)[1]) if ":" in a else os.cpu_count() or 1)
-        if n < 1:
-            raise ValueError(f"cluster {a!r}: the number of local workers must be >= 1")
+        tail = a.split(":", 1)[1] if ":" in a else ""
+        if tail and not tail.isdigit() or tail and int(tail) < 1:
+            raise ValueError(f"cluster {a!r}: expected local or local:N with N >= 1 worker processes")
+        n = n_workers or (int(tail) if tail else os.cpu_count() or 1)
         lc = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                                       dashboard_address=None)
         client = distributed.Client(lc)

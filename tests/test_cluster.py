@@ -109,9 +109,12 @@ def test_two_workers_fill_the_store_of_a_local_run_bit_for_bit(client, cache, tm
     assert s2["chunks_reused"] == 3 and s2["chunks_computed"] == 0
 
 
-def test_cluster_needs_an_output_directory():
+def test_bad_cluster_arguments_are_refused():
     with pytest.raises(ValueError, match="out"):
         sweep.run(TINY, log=None, compile_cache=False, cluster="local:1")
+    for bad in ("local:0", "local:two"):
+        with pytest.raises(ValueError, match=bad):
+            cluster.connect(bad)
 
 
 @pytest.fixture(scope="module")
