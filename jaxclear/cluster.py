@@ -72,8 +72,11 @@ def connect(address, n_workers=None):
         if tail and not tail.isdigit() or tail and int(tail) < 1:
             raise ValueError(f"cluster {a!r}: expected local or local:N with N >= 1 worker processes")
         n = n_workers or (int(tail) if tail else os.cpu_count() or 1)
-        lc = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                      dashboard_address=None)
+        import dask
+        # spawn whatever the user's dask config says: this process may already have initialised JAX
+        with dask.config.set({"distributed.worker.multiprocessing-method": "spawn"}):
+            lc = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                          dashboard_address=None)
         client = distributed.Client(lc)
 
         def close():

@@ -93,6 +93,19 @@ def test_workers_are_spawned_not_forked(client):
     assert all(b"spawn_main" in c for c in cmdlines), cmdlines
 
 
+def test_local_cluster_spawns_even_when_dask_is_set_to_fork():
+    import dask
+    if not Path("/proc/self/cmdline").exists():
+        pytest.skip("needs /proc")
+    with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
+        c, close = cluster.connect("local:1")
+    try:
+        (cmd,) = c.run(functools.partial(Path.read_bytes, Path("/proc/self/cmdline"))).values()
+    finally:
+        close()
+    assert b"spawn_main" in cmd
+
+
 def test_two_workers_fill_the_store_of_a_local_run_bit_for_bit(client, cache, tmp_path):
     sweep.run(TINY, out=tmp_path / "local", log=None, compile_cache=cache)
     table, summary, hists = sweep.run(TINY, out=tmp_path / "cl", log=None, compile_cache=cache, cluster=client)
