@@ -1,4 +1,4 @@
-"""Command line: ``jaxclear run [SPEC] [--out DIR] [--set key=value ...] [--force]``, ``jaxclear show DIR``,
+"""Command line: ``jaxclear run [SPEC] [--out DIR] [--set key=value ...] [--force] [--cluster ADDRESS]``, ``jaxclear show DIR``,
 ``jaxclear export DIR [--format csv|parquet] [--output FILE]``,
 ``jaxclear serve`` / ``submit SPEC --server URL`` / ``status JOB --server URL`` (the sweep service)."""
 
@@ -154,9 +154,17 @@ def cmd_run(args):
     log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
     try:
         cache = False if args.no_compile_cache else (args.cache_dir or True)
-        table, summary, _ = sweep.run(spec, out=out, progress=bar, log=log, force=args.force, compile_cache=cache)
+        table, summary, _ = sweep.run(spec, out=out, progress=bar, log=log, force=args.force, compile_cache=cache,
+                                      cluster=args.cluster)
     except specmod.SpecError as e:
         print(f"jaxclear: error: {e}", file=sys.stderr)
+        return 2
+    except (ValueError, ImportError, OSError, RuntimeError) as e:
+        if not args.cluster:
+            raise
+        # bad address, scheduler unreachable (OSError: timed out), distributed not installed,
+        # a chunk that kills its workers (RuntimeError)
+        print(f"jaxclear: error: --cluster {args.cluster}: {e}", file=sys.stderr)
         return 2
     if not lead:
         print(f"process {parallel.process_index()}/{parallel.process_count()}: "
@@ -231,7 +239,7 @@ def cmd_serve(args):
                          max_store_bytes=args.max_store_bytes)
     try:
         service.serve(args.host, args.port, args.data, token=token, workers=args.workers,
-                      cache_dir=args.cache_dir, limits=lim)
+                      cache_dir=args.cache_dir, limits=lim, cluster=args.cluster)
     except (ValueError, service.DataDirBusy) as e:
         print(f"jaxclear: error: {e}", file=sys.stderr)
         return 2
@@ -377,6 +385,9 @@ def main(argv=None):
     r.add_argument("--force", action="store_true", help="delete a store of another spec in DIR and start over")
     r.add_argument("--cache-dir", help="persistent compilation cache (default: $JAXCLEAR_CACHE_DIR or ~/.cache/jaxclear/xla)")
     r.add_argument("--no-compile-cache", action="store_true", help="do not use the persistent compilation cache")
+    r.add_argument("--cluster", metavar="ADDRESS",
+                   help="run every pending chunk as a task on a Dask cluster: scheduler address (tcp://host:8786), "
+                        "scheduler file (.json), or local[:N] (N local worker processes); needs 'jaxclear[dask]'")
     mh = r.add_argument_group("multi-host (jax.distributed; one process per host, all on the same --out)")
     mh.add_argument("--distributed", action="store_true",
                     help="join a multi-process run, cluster auto-detected (SLURM, Open MPI, JAX_* variables)")
@@ -399,6 +410,8 @@ def main(argv=None):
     sv.add_argument("--token", help="bearer token required on every request (default $JAXCLEAR_TOKEN)")
     sv.add_argument("--workers", type=int, default=1, help="sweeps run at the same time (default 1)")
     sv.add_argument("--cache-dir", help="persistent compilation cache (default DATA/xla-cache)")
+    sv.add_argument("--cluster", metavar="ADDRESS",
+                    help="run each job's chunks as tasks on this Dask cluster (scheduler address or file)")
     sv.add_argument("--max-spec-bytes", type=int, default=256 * 1024, help="largest spec accepted (default 256 KiB)")
     sv.add_argument("--max-variants", type=int, default=100_000, help="most variants per job (default 100000)")
     sv.add_argument("--max-steps", type=lambda x: int(float(x)), default=10**12, help="most variant-steps per job (default 1e12)")

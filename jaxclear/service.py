@@ -169,9 +169,11 @@ def _set_pdeathsig():
         pass
 
 
-def worker_main(data, index=0, cache_dir=None, parent=None, poll_s=0.2):
+def worker_main(data, index=0, cache_dir=None, parent=None, poll_s=0.2, cluster=None):
     """The worker loop: take the oldest queued job, run it with ``sweep.run``, record progress,
-    until the parent process (the server) is gone."""
+    until the parent process (the server) is gone.  With ``cluster`` (a Dask scheduler address
+    or file) the job's chunks run as tasks on that cluster (``jaxclear.cluster``); this process
+    is then their client."""
     data = Path(data)
     from . import parallel, spec as specmod, sweep
     cache = parallel.enable_compile_cache(cache_dir or (data / "xla-cache"))
@@ -186,7 +188,7 @@ def worker_main(data, index=0, cache_dir=None, parent=None, poll_s=0.2):
             time.sleep(poll_s)
             continue
         try:
-            _run_job(con, data, job_id, cache, log, specmod, sweep)
+            _run_job(con, data, job_id, cache, log, specmod, sweep, cluster)
         except Exception as e:  # a job never takes the worker down
             log.write(f"job {job_id}: unexpected {traceback.format_exc()}\n")
             _finish(con, job_id, "failed", f"{type(e).__name__}: {e}")
@@ -199,7 +201,7 @@ def _finish(con, job_id, status, error=None, **fields):
                 (status, now, now, error, *fields.values(), job_id))
 
 
-def _run_job(con, data, job_id, cache, log, specmod, sweep):
+def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
     row = con.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
     jd = job_dir(data, job_id)
     out = jd / "out"
@@ -213,10 +215,13 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep):
             pl = sweep.plan(spec)
         # Compile (or fetch from this process / the persistent cache) before the first chunk, so
         # that 'compiling' and 'running' are told apart; sweep.run then finds it in memory.
-        import numpy as np
-        cs = pl.chunk_size
-        p = sweep.batch_params(spec, pl, sweep.padded(np.arange(min(cs, pl.n_variants)), sweep.exec_size(cs)))
-        _, compile_s = sweep.compiled(pl, p)
+        # With a cluster the workers compile (their time is in the summary's compile_s).
+        compile_s = 0.0
+        if cluster is None:
+            import numpy as np
+            cs = pl.chunk_size
+            p = sweep.batch_params(spec, pl, sweep.padded(np.arange(min(cs, pl.n_variants)), sweep.exec_size(cs)))
+            _, compile_s = sweep.compiled(pl, p)
     except specmod.SpecError as e:
         _finish(con, job_id, "failed", str(e))
         return
@@ -242,7 +247,7 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep):
 
     try:
         _, summary, _ = sweep.run(spec, out=out, progress=progress, compile_cache=cache,
-                                  log=lambda m: jlog.write(f"{m}\n"))
+                                  log=lambda m: jlog.write(f"{m}\n"), cluster=cluster)
     except JobCancelled:
         _finish(con, job_id, "cancelled")
         return
@@ -772,15 +777,15 @@ class Workers:
     """The worker processes of a server: started with the server, killed with it (PDEATHSIG),
     restarted when one dies (its running job is queued again, or failed after MAX_ATTEMPTS)."""
 
-    def __init__(self, data: Path, n=1, cache_dir=None):
-        self.data, self.n, self.cache_dir = data, n, cache_dir
+    def __init__(self, data: Path, n=1, cache_dir=None, cluster=None):
+        self.data, self.n, self.cache_dir, self.cluster = data, n, cache_dir, cluster
         self.procs: dict[int, subprocess.Popen] = {}
         self._stop = threading.Event()
         self._lock = threading.Lock()
 
     def _spawn(self, i):
         cmd = [sys.executable, "-c", "import sys; from jaxclear.service import _worker_entry; _worker_entry()",
-               str(self.data), str(i), str(self.cache_dir or ""), str(os.getpid())]
+               str(self.data), str(i), str(self.cache_dir or ""), str(os.getpid()), str(self.cluster or "")]
         env = dict(os.environ)
         if env.pop("JAXCLEAR_SERVER_JAX_PLATFORMS_SET", None):  # the workers get the accelerators
             env.pop("JAX_PLATFORMS", None)
@@ -831,8 +836,8 @@ class Workers:
 
 
 def _worker_entry():
-    data, i, cache, parent = sys.argv[1:5]
-    sys.exit(worker_main(data, int(i), cache or None, int(parent)))
+    data, i, cache, parent, cluster = (sys.argv[1:6] + [""])[:5]
+    sys.exit(worker_main(data, int(i), cache or None, int(parent), cluster=cluster or None))
 
 
 class DataDirBusy(Exception):
@@ -853,9 +858,10 @@ def _lock_data(data: Path):
 
 
 def serve(host="127.0.0.1", port=8642, data="jaxclear-data", token=None, workers=1, cache_dir=None,
-          limits: Limits = Limits(), log_level="warning"):
+          limits: Limits = Limits(), log_level="warning", cluster=None):
     """Start the server and its workers (blocks).  Raises ValueError for an insecure or invalid
-    configuration, DataDirBusy when another server holds DIR."""
+    configuration, DataDirBusy when another server holds DIR.  ``cluster``: a Dask scheduler
+    address or file; each job's chunks then run as tasks there (DATA on a shared file system)."""
     if not _is_loopback(host) and not token:
         raise ValueError(f"--host {host}: a bearer token is required to bind an address other than localhost "
                          "(--token or $JAXCLEAR_TOKEN)")
@@ -873,7 +879,7 @@ def serve(host="127.0.0.1", port=8642, data="jaxclear-data", token=None, workers
     con = connect(data)
     back = requeue_interrupted(con)
     con.close()
-    sup = Workers(data, workers, cache_dir)
+    sup = Workers(data, workers, cache_dir, cluster)
     sup.start()
     import uvicorn
     app = create_app(data, token=token, limits=limits, supervisor=sup, local_only=token is None)

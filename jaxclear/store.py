@@ -40,8 +40,12 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-import zarr
-import zarr.errors
+
+try:
+    import zarr
+    import zarr.errors
+except ImportError:  # jaxclear computes without zarr (e.g. a GPU box with jax alone); the store needs it
+    zarr = None
 
 FORMAT = 1
 NAME = "store.zarr"
@@ -64,6 +68,7 @@ def create(out, *, spec_json, spec_hash, version, name, n_variants, chunk_size, 
     # Built under a temporary name and renamed into place: a store either exists whole (with its
     # inputs, t_s and all-false flags) or not at all.
     tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
+    _need_zarr()
     n_chunks = math.ceil(n_variants / chunk_size)
     g = zarr.open_group(str(tmp), mode="w", zarr_format=3, attributes={
         "format": FORMAT, "spec": spec_json, "spec_hash": spec_hash, "version": version, "name": name,
@@ -87,10 +92,17 @@ def create(out, *, spec_json, spec_hash, version, name, n_variants, chunk_size, 
     return open(out)
 
 
+def _need_zarr():
+    if zarr is None:
+        raise ImportError("the result store (--out DIR) needs zarr >= 3: pip install 'zarr>=3' "
+                          "(a sweep without an output directory runs without it)")
+
+
 def open(out, mode="r+"):  # noqa: A001 (module-level, like zarr.open)
     path = path_of(out)
     if not (path / "zarr.json").exists():
         raise FileNotFoundError(f"no result store at {path}")
+    _need_zarr()
     g = zarr.open_group(str(path), mode=mode, zarr_format=3)
     if g.attrs.get("format") != FORMAT:
         raise ValueError(f"{path}: store format {g.attrs.get('format')!r}, this jaxclear reads format {FORMAT}")

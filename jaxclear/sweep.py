@@ -302,6 +302,34 @@ def _execute_chunk(pl, p):
     return res
 
 
+def compute_chunk(spec, pl, ci, st=None):
+    """Compute sweep chunk ``ci`` and, with a store ``st``, write it there: data first, its
+    ``chunk_done`` flag last (the one write path of local, multi-host and cluster runs).
+    Returns (metrics, histories, stats) for the chunk's real variants; stats: chunk, variants,
+    compile_s (0 when the function was already compiled in this process), run_s."""
+    idx = _chunk_indices(ci, pl.chunk_size, pl.n_variants)
+    p = batch_params(spec, pl, padded(idx, exec_size(pl.chunk_size)))
+    _, c_s = compiled(pl, p)
+    t0 = time.perf_counter()
+    res = _execute_chunk(pl, p)
+    r_s = time.perf_counter() - t0
+    m = chunk_metrics(spec, pl, p, res, len(idx))
+    hh = {name: np.asarray(v)[: len(idx)] for name, v in res.history.items()}
+    if st is not None:
+        store.write_chunk(st, ci, m, hh)  # data first ...
+        store.mark_done(st, ci)           # ... the flag last
+    return m, hh, {"chunk": int(ci), "variants": len(idx), "compile_s": c_s, "run_s": r_s}
+
+
+def write_progress(plog, ci, process, done, total, elapsed_s, rate, eta_s, **extra):
+    """One line of progress.jsonl (a finished chunk)."""
+    plog.write(json.dumps({
+        "chunk": int(ci), "process": process, "variants_done": int(done), "variants_total": int(total),
+        "elapsed_s": round(elapsed_s, 4), "variant_steps_per_s": rate, "eta_s": round(eta_s, 4),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **extra}) + "\n")
+    plog.flush()
+
+
 def _clean_spec(spec):
     return {k: v for k, v in spec.items() if not k.startswith("_")}
 
@@ -359,7 +387,8 @@ def _check_other_spec(outdir, h, force):
             "use --force to delete them and rerun (force=True from Python), or choose another --out")
 
 
-def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=False, compile_cache=True):
+def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=False, compile_cache=True,
+        cluster=None):
     """Run a sweep; return (metrics dict of columns, summary dict, histories dict).
 
     With ``out`` the results go to that directory: ``store.zarr`` (the chunked result store,
@@ -371,6 +400,9 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
     devices; in a ``jax.distributed`` run (``parallel.initialize`` first) process i computes
     pending chunks i, i+P, ... into the shared store and process 0 writes the derived files.
     compile_cache: True (default dir), a directory, or False: JAX's persistent compile cache.
+    cluster: a Dask scheduler address ("tcp://host:8786"), a scheduler file, "local[:N]" or a
+    ``distributed.Client``: every pending chunk becomes a task on its workers, which write into
+    the store at ``out`` (required, on a file system they share); ``jaxclear.cluster``.
     """
     cache_dir = parallel.enable_compile_cache(None if compile_cache is True else compile_cache)
     spec = spec_or_path if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path else specmod.load(spec_or_path, overrides)
@@ -380,6 +412,9 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
     log = log or (lambda *a, **k: None)
     pi, pc = parallel.process_index(), parallel.process_count()
     lead = pi == 0
+    if cluster is not None and (outdir is None or pc > 1):
+        raise ValueError("cluster: a cluster run needs out (a directory its workers share) and a single "
+                         f"client process (got out={out!r}, jax.distributed process_count={pc})")
     t_wall = time.perf_counter()
     st, fresh = None, True
     if outdir:
@@ -418,41 +453,36 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
     run_s = 0.0
     steps_done = 0
     t_loop = time.perf_counter()
+    cstats = None
     try:
-        for k, ci in enumerate(pending):
-            idx = _chunk_indices(ci, cs, B)
-            p = batch_params(spec, pl, padded(idx, cs_exec))
-            _, c_s = compiled(pl, p)
-            compile_s += c_s
-            t0 = time.perf_counter()
-            res = _execute_chunk(pl, p)
-            run_s += time.perf_counter() - t0
-            steps_done += len(idx) * pl.cfg.n_steps  # real variants only, not the padding
-            m = chunk_metrics(spec, pl, p, res, len(idx))
-            hh = {name: np.asarray(v)[: len(idx)] for name, v in res.history.items()}
-            if st is not None:
-                store.write_chunk(st, ci, m, hh)  # data first ...
-                store.mark_done(st, ci)           # ... the flag last
-            else:
+        if cluster is not None:  # every pending chunk a task on a Dask cluster (jaxclear.cluster)
+            from . import cluster as cluster_mod
+            cstats = cluster_mod.compute_pending(cluster, spec, pl, h, outdir, pending, done=done, progress=progress,
+                                                 plog=plog, log=log, compile_cache=compile_cache)
+            steps_done, run_s, compile_s = cstats["steps"], cstats["run_s"], cstats["compile_s"]
+        for k, ci in enumerate(pending if cluster is None else ()):
+            m, hh, cst = compute_chunk(spec, pl, ci, st)
+            if st is None:
                 mem[ci] = (m, hh)
-            done += len(idx)
+            compile_s += cst["compile_s"]
+            run_s += cst["run_s"]
+            steps_done += cst["variants"] * pl.cfg.n_steps  # real variants only, not the padding
+            done += cst["variants"]
             if plog is not None:
                 el = time.perf_counter() - t_loop
                 per_chunk = max(el - compile_s, 0.0) / (k + 1)
-                plog.write(json.dumps({
-                    "chunk": ci, "process": pi, "variants_done": done, "variants_total": B, "elapsed_s": round(el, 4),
-                    "variant_steps_per_s": (steps_done / run_s) if run_s > 0 else None,
-                    "eta_s": round(per_chunk * (len(pending) - k - 1), 4),
-                    "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n")
-                plog.flush()
+                write_progress(plog, ci, pi, done, B, el, (steps_done / run_s) if run_s > 0 else None,
+                               per_chunk * (len(pending) - k - 1))
             if progress:
-                progress(len(idx))
+                progress(cst["variants"])
     finally:
         if plog is not None:
             plog.close()
     parallel.barrier("jaxclear:chunks")  # every process's chunks are in the store
     rows = parallel.gather_rows([steps_done, run_s, compile_s, len(pending)])
     rate = float(sum(r[0] / r[1] for r in rows if r[1] > 0)) or None  # processes run side by side
+    if cstats is not None:  # workers run side by side: the sum of their rates
+        rate = cstats["variant_steps_per_s"]
     wall = time.perf_counter() - t_wall
     if st is not None:
         r = store.read(st)
@@ -477,6 +507,9 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
         "failed_variants": failed, "axes": [specmod.column_name(p) for p in pl.paths],
         "python": platform.python_version(), "jax": jax.__version__,
     }
+    if cstats is not None:
+        summary.update(cluster=cstats["address"], cluster_workers=cstats["workers"],
+                       chunks_retried=cstats["retried"])
     if outdir and lead:
         summary = write_outputs(outdir, spec, table, summary, hists, _times(pl))
     return table, summary, hists

@@ -2,15 +2,14 @@
 refusal of another spec in the same DIR, load / xarray / export / show (small sizes)."""
 
 import json
-import os
 import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
+from killing import kill_after_first_chunk
 
 from jaxclear import spec as specmod, store, sweep
 
@@ -226,20 +225,7 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path):
     out = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-m", "jaxclear.cli", "run", str(spec_file), "--out", str(out),
                              "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    plog = out / "progress.jsonl"
-    deadline = time.monotonic() + 400
-    try:
-        while True:
-            assert proc.poll() is None, "the run ended before it could be killed: " + proc.stderr.read().decode()
-            assert time.monotonic() < deadline, "no chunk finished in time"
-            if plog.exists() and plog.read_text().count("\n") >= 1:
-                os.kill(proc.pid, signal.SIGKILL)
-                break
-            time.sleep(0.01)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+    kill_after_first_chunk(proc, out)
     assert proc.returncode == -signal.SIGKILL
     done = store.done_flags(store.open(out, mode="r"))
     assert 1 <= done.sum() < n_chunks, done
