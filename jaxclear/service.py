@@ -390,6 +390,7 @@ def validate_submission(raw: dict, limits: Limits):
             raise BadRequest(422, f"the spec has {n} variants, more than the limit of "
                                   f"{limits.max_variants} (jaxclear serve --max-variants)")
         spec = specmod.load(applied)
+        specmod.check_overrides(spec, overrides)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             pl = sweep.plan(spec)

@@ -234,7 +234,23 @@ def load(path_or_dict, overrides=()):
     spec = merge_defaults(raw)
     spec["_base_dir"] = str(base_dir)
     validate(spec)
+    check_overrides(spec, overrides)
     return spec
+
+
+def check_overrides(spec, overrides):
+    """Refuse a ``--set`` of a key that is also an axis of the spec: the axis values would win and
+    the override would be ignored without a word."""
+    if not overrides or not spec.get("axes"):
+        return
+    sch = schema_of(spec)
+    axes = {resolve_axis_key(spec, k): k for k in spec["axes"]}
+    for ov in overrides:
+        key = ov.split("=", 1)[0].strip()
+        key = sch.aliases.get(key, (key, 1.0))[0]
+        if key in axes:
+            raise SpecError(f"--set {key}: {key} is an axis of this spec (axes.{axes[key]}), whose values would "
+                            f"replace the override; remove the axis (or set its values) to fix {key}")
 
 
 def apply_override(raw, text):
@@ -359,7 +375,7 @@ def merge_defaults(raw):
                 if path:
                     here = sorted({p[len(path) + 1:].split(".")[0] for p in sch.decl if p.startswith(path + ".")})
                 else:
-                    here = list(sch.tables) + list(EXTRA_TABLES)
+                    here = list(dict.fromkeys([t.split(".")[0] for t in sch.decl] + ["axes"])) + list(EXTRA_TABLES)
                 label = f"table [{full}]" if (isinstance(v, dict) or not path) else f"key {full}"
                 raise SpecError(f"unknown {label}{_did_you_mean(k, here)}; allowed: {', '.join(here)}{suffix}")
 
@@ -510,7 +526,11 @@ def resolve_axis_key(spec, key):
                             + (f"; ambiguous: {', '.join(hits)}" if len(hits) > 1 else ""))
         path = hits[0]
     if sch.params[path].kind != "float":
-        raise SpecError(f"axes.{key}: {path} is structural (not a float) and cannot be swept")
+        p = sch.params[path]
+        hint = (f"; run one spec per value instead (e.g. --set {path}={p.choices[0]!r}), choices: "
+                + ", ".join(map(str, p.choices))) if p.choices else ""
+        raise SpecError(f"axes.{key}: {path} is structural (not a float) and cannot be swept: it selects the "
+                        f"compiled model{hint}")
     hook = getattr(sch.module, "check_axis", None)
     if hook is not None:
         hook(spec, key, path)

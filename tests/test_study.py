@@ -155,3 +155,13 @@ def test_one_reference_sample_count_for_the_whole_sweep():
                        "integrator": {**d["integrator"], "chunk_size": 2}}, log=None, compile_cache=False)[0]
     np.testing.assert_allclose(table["ideal_peak_reaction_N"], alone["ideal_peak_reaction_N"][::-1], rtol=1e-13)
     assert study.of(specmod.load(d), pl).primary == "smooth_peak_contact_force_N"
+
+
+def test_an_override_of_an_axis_is_refused_and_structural_axes_say_what_to_do():
+    with pytest.raises(specmod.SpecError, match=r"--set joint.clearance_m: joint.clearance_m is an axis"):
+        specmod.load("sweeps/default.toml", ["joint.clearance_m=0.009"])
+    with pytest.raises(specmod.SpecError, match=r"--set model.crank_speed_rpm: .*is an axis"):  # deprecated name too
+        specmod.load({"model": {"mechanism": "four_bar"}, "axes": {"crank_speed_rpm": {"values": [1000.0, 1500.0]}}},
+                     ["model.crank_speed_rad_per_s=100.0"])
+    with pytest.raises(specmod.SpecError, match=r"laws.normal is structural .*one spec per value .*hunt_crossley"):
+        specmod.load({"axes": {"laws.normal": {"values": [1.0]}}})
