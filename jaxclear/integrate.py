@@ -103,14 +103,37 @@ def make_step(scheme: str, accel: Callable, drift: Callable, dt: float):
 
 
 def simulate(step, params, state0: State, acc0, reduce: Callable, n_saves: int, save_every: int,
-             save: Callable | None = None, checkpoint: bool = False):
+             save: Callable | None = None, checkpoint: bool = False, block_max: Callable | None = None):
     """Run ``n_saves·save_every`` steps; return (final state, final accumulator, history).
 
     history: ``save(out)`` of the last step of each save block, stacked on a leading time
     axis of length n_saves (None when ``save`` is None).  ``reduce(acc, out, i)`` sees every
-    step.  ``checkpoint=True`` wraps the inner scan in ``jax.checkpoint`` so reverse-mode
-    memory is O(n_saves + save_every) instead of O(steps).
+    step.  ``block_max(out)`` -> {channel: array}: channels saved as their maximum over every
+    step of each save block (so a plot of a sampled history keeps the impact peaks between
+    samples; the maximum over time of such a channel is the exact peak).  ``checkpoint=True``
+    wraps the inner scan in ``jax.checkpoint`` so reverse-mode memory is O(n_saves +
+    save_every) instead of O(steps).
     """
+    if block_max is not None and save is not None:
+        # the running block maximum rides in the accumulator and is reset at each block start
+        m_shape = jax.eval_shape(lambda: block_max(step(params, state0, jnp.int32(0))[1]))
+        neg = lambda: jax.tree_util.tree_map(lambda sd: jnp.full(sd.shape, -jnp.inf, sd.dtype), m_shape)
+
+        def reduce_m(acc_m, out, i):
+            acc, m = acc_m
+            return reduce(acc, out, i), jax.tree_util.tree_map(jnp.maximum, m, block_max(out))
+
+        save_m = lambda out, m: {**save(out), **m}
+        s, (acc, _), hist = _simulate(step, params, state0, (acc0, neg()), reduce_m, n_saves, save_every,
+                                      save_m, checkpoint, reset=lambda acc_m: (acc_m[0], neg()))
+        return s, acc, hist
+    return _simulate(step, params, state0, acc0, reduce, n_saves, save_every,
+                     (lambda out, _m: save(out)) if save is not None else None, checkpoint, reset=None)
+
+
+def _simulate(step, params, state0, acc0, reduce, n_saves, save_every, save, checkpoint, reset):
+    """``simulate`` with ``save(out, acc)`` seeing the accumulator after the block's last step
+    and ``reset(acc)`` applied at the start of each save block (None: no reset)."""
 
     # The carry travels as per-variant scalars: under vmap a (B, 5) state is read with stride 5
     # (no SIMD); B-contiguous leaves vectorise, and XLA folds the stack/slice pairs away.
@@ -149,10 +172,14 @@ def simulate(step, params, state0: State, acc0, reduce: Callable, n_saves: int, 
         idx = j * save_every + jnp.arange(save_every)
 
         def run(c):
+            if reset is not None:
+                s0_, a0_ = join(c)
+                c = split((s0_, reset(a0_)))
             c, _ = jax.lax.scan(inner, c, idx[:-1])
             s, acc = join(c)
             s, out = step(params, s, idx[-1])
-            return split((s, reduce(acc, out, idx[-1]))), save(out)
+            acc = reduce(acc, out, idx[-1])
+            return split((s, acc)), save(out, acc[1] if reset is not None else None)
 
         if checkpoint:
             run = jax.checkpoint(run)
