@@ -102,6 +102,45 @@ def make_step(scheme: str, accel: Callable, drift: Callable, dt: float):
     return step
 
 
+# Progress from inside a compiled run: while ``reporting_progress()`` is active at trace time,
+# ``simulate`` calls the host function ``_on_block`` every ~1/PROGRESS_TICKS of its save blocks
+# (one ``jax.debug.callback`` per tick and device, not per variant: its argument is the unbatched
+# block counter).  Off by default: gradients and the library's own jits trace without it.
+PROGRESS_TICKS = 32
+_REPORT = [False]
+_on_block: list = [None]
+
+
+class reporting_progress:
+    """Context manager: functions traced inside it report save-block progress to ``set_progress``'s hook."""
+
+    def __enter__(self):
+        self._old = _REPORT[0]
+        _REPORT[0] = True
+
+    def __exit__(self, *exc):
+        _REPORT[0] = self._old
+
+
+def set_progress(hook):
+    """``hook(blocks_done, n_saves)`` (or None): called on the host from a running chunk, once
+    per device per tick."""
+    _on_block[0] = hook
+
+
+def _tick(done, total):
+    hook = _on_block[0]
+    if hook is not None:
+        hook(int(done), int(total))
+
+
+def _maybe_report(j, n_saves):
+    if not _REPORT[0] or n_saves < 2:
+        return
+    every = max(1, n_saves // PROGRESS_TICKS)
+    jax.lax.cond((j + 1) % every == 0, lambda: jax.debug.callback(_tick, j + 1, n_saves), lambda: None)
+
+
 def simulate(step, params, state0: State, acc0, reduce: Callable, n_saves: int, save_every: int,
              save: Callable | None = None, checkpoint: bool = False, block_max: Callable | None = None):
     """Run ``n_saves·save_every`` steps; return (final state, final accumulator, history).
@@ -161,7 +200,9 @@ def _simulate(step, params, state0, acc0, reduce, n_saves, save_every, save, che
         body = lambda c: jax.lax.scan(inner, c, idx)[0]
         if checkpoint:
             body = jax.checkpoint(body)
-        return body(carry), None
+        out = body(carry)
+        _maybe_report(j, n_saves)
+        return out, None
 
     if save is None:
         c, _ = jax.lax.scan(block, split((state0, acc0)), jnp.arange(n_saves))
@@ -183,7 +224,9 @@ def _simulate(step, params, state0, acc0, reduce, n_saves, save_every, save, che
 
         if checkpoint:
             run = jax.checkpoint(run)
-        return run(carry)
+        out = run(carry)
+        _maybe_report(j, n_saves)
+        return out
 
     c, hist = jax.lax.scan(block_save, split((state0, acc0)), jnp.arange(n_saves))
     s, acc = join(c)

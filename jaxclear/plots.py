@@ -349,6 +349,10 @@ def sweep_plots(outdir, table, summary, hists, t, spec, amplified=("contact_forc
             bores = None
         orbits(ax, hists, idx, table, clearance, axes=axes, bores=bores)
         ax.set_title(f"{name}: journal-centre orbits / clearance", fontsize=10)
+        tt = np.asarray(t, float)
+        dts = float(tt[1] - tt[0]) if tt.size > 1 else float(tt[0])
+        fig.text(0.01, 0.01, f"orbit points every {save_every} steps ({dts * 1e6:.3g} µs): straight segments "
+                             "are the sampling, not the motion", fontsize=7, va="bottom")
         fig.savefig(pdir / "journal_orbits.png", dpi=110)
         plt.close(fig)
         written.append("plots/journal_orbits.png")

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import __version__, mechanisms, parallel, spec as specmod, store
+from . import __version__, integrate, mechanisms, parallel, spec as specmod, store
 
 
 @dataclass(frozen=True)
@@ -223,14 +223,28 @@ def _cast(p, dtype):
     return jax.tree_util.tree_map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, p)
 
 
-def compiled(plan_: Plan, example):
+# Within-chunk progress ticks (``integrate.reporting_progress``) embed a host-callback pointer in
+# the executable, which keeps it out of the persistent compile cache (the pointer differs per
+# process).  "auto" ticks only chunks long enough for a silent bar to matter.
+TICK_MIN_VARIANT_STEPS = 20_000_000
+
+
+def wants_ticks(plan_: Plan, ticks="auto", compile_cache=True):
+    """Whether the chunk function reports save-block progress: ``ticks`` True/False, or "auto":
+    when a chunk has >= TICK_MIN_VARIANT_STEPS variant-steps or the compile cache is off."""
+    if ticks != "auto":
+        return bool(ticks)
+    return compile_cache is False or plan_.chunk_size * plan_.cfg.n_steps >= TICK_MIN_VARIANT_STEPS
+
+
+def compiled(plan_: Plan, example, ticks=False):
     """jit(vmap(simulate)) lowered and compiled for the chunk shape, cached per Config in this
     process (and across processes by the persistent compile cache, ``parallel``); with several
     local devices the variant axis is sharded over them (``parallel.variant_sharding``).
     Returns (compiled function, seconds spent compiling now: 0 on an in-process hit)."""
     nd = jax.local_device_count()
     key = (plan_.mechanism, plan_.cfg, plan_.dtype, nd, jax.tree_util.tree_structure(example),
-           tuple(x.shape for x in jax.tree_util.tree_leaves(example)))
+           tuple(x.shape for x in jax.tree_util.tree_leaves(example)), bool(ticks))
     if key in _CACHE:
         return _CACHE[key], 0.0
     mech = plan_.mech
@@ -242,7 +256,11 @@ def compiled(plan_: Plan, example):
     else:
         fn = jax.jit(sim)
     t0 = time.perf_counter()
-    _CACHE[key] = fn.lower(example).compile()
+    if ticks:
+        with integrate.reporting_progress():  # the chunk reports its save blocks (progress bar)
+            _CACHE[key] = fn.lower(example).compile()
+    else:
+        _CACHE[key] = fn.lower(example).compile()
     return _CACHE[key], time.perf_counter() - t0
 
 
@@ -282,10 +300,10 @@ def _pending_chunks(st, n_chunks):
     return [int(i) for i in np.nonzero(~store.done_flags(st))[0]]
 
 
-def _execute_chunk(pl, p):
+def _execute_chunk(pl, p, ticks=False):
     """Run the compiled sweep function on one padded chunk ``p`` (leading axis chunk_size) and
     return its Result once computed (the unit a multi-device runner places per device)."""
-    fn, _ = compiled(pl, p)
+    fn, _ = compiled(pl, p, ticks)
     if jax.local_device_count() > 1:
         p = jax.device_put(p, parallel.variant_sharding())
     res = fn(p)
@@ -350,7 +368,40 @@ def _check_other_spec(outdir, h, force):
             "use --force to delete them and rerun (force=True from Python), or choose another --out")
 
 
-def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=False, compile_cache=True):
+class _ChunkProgress:
+    """Turns the save-block ticks of a running chunk (``integrate.set_progress``) into fractional
+    ``progress(n)`` calls, so a bar moves within a chunk; ``finish`` reports the rest."""
+
+    def __init__(self, progress, n_real, n_devices):
+        self.progress, self.n_real, self.n_dev = progress, n_real, max(1, n_devices)
+        self.calls, self.sent = 0, 0.0
+
+    def __call__(self, done, total):
+        every = max(1, total // integrate.PROGRESS_TICKS)
+        self.calls += 1
+        frac = min(1.0, self.calls / (self.n_dev * (total // every)))
+        inc = frac * self.n_real - self.sent
+        if inc > 0 and frac < 1.0:  # the last part comes with the chunk's results
+            self.sent += inc
+            self.progress(inc)
+
+    def finish(self):
+        if self.n_real - self.sent > 0:
+            self.progress(self.n_real - self.sent)
+        self.sent = self.n_real
+
+
+def _previous_summary(outdir, h):
+    """summary.json of the run that computed a finished store (same spec hash), else None."""
+    try:
+        s = json.loads((Path(outdir) / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return s if s.get("spec_hash") == h else None
+
+
+def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=False, compile_cache=True,
+        stage=None, ticks="auto"):
     """Run a sweep; return (metrics dict of columns, summary dict, histories dict).
 
     With ``out`` the results go to that directory: ``store.zarr`` (the chunked result store,
@@ -362,6 +413,12 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
     devices; in a ``jax.distributed`` run (``parallel.initialize`` first) process i computes
     pending chunks i, i+P, ... into the shared store and process 0 writes the derived files.
     compile_cache: True (default dir), a directory, or False: JAX's persistent compile cache.
+    progress(n): called as variants complete, with fractional n while a chunk runs (save-block
+    ticks from the compiled function); stage(name, **info): "compiling" before the chunk
+    function is built, "running" (compile_s=...) after, "plotting", "done".  ticks: True, False
+    or "auto" (``wants_ticks``): the fractional within-chunk updates.
+    A rerun of a finished directory keeps the timings of the run that computed its chunks in
+    summary.json and records itself under ``rerun``.
     """
     cache_dir = parallel.enable_compile_cache(None if compile_cache is True else compile_cache)
     spec = spec_or_path if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path else specmod.load(spec_or_path, overrides)
@@ -408,15 +465,29 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
     compile_s = 0.0
     run_s = 0.0
     steps_done = 0
+    stage = stage or (lambda name, **info: None)
+    prev = _previous_summary(outdir, h) if (outdir and not pending_all) else None
+    tick = bool(progress) and wants_ticks(pl, ticks, compile_cache)
     t_loop = time.perf_counter()
     try:
         for k, ci in enumerate(pending):
             idx = _chunk_indices(ci, cs, B)
             p = batch_params(spec, pl, _padded(idx, cs_exec))
-            _, c_s = compiled(pl, p)
+            if k == 0:
+                stage("compiling")
+                log(f"compiling the chunk function ({cs_exec} variants × {pl.cfg.n_steps} steps) ...")
+            _, c_s = compiled(pl, p, tick)
             compile_s += c_s
+            if k == 0:
+                log(f"compiled in {c_s:.2f} s" if c_s > 0 else "compiled function reused from this process")
+                stage("running", compile_s=c_s)
             t0 = time.perf_counter()
-            res = _execute_chunk(pl, p)
+            ticks_ = _ChunkProgress(progress, len(idx), jax.local_device_count()) if progress else None
+            integrate.set_progress(ticks_ if tick else None)
+            try:
+                res = _execute_chunk(pl, p, tick)
+            finally:
+                integrate.set_progress(None)
             run_s += time.perf_counter() - t0
             steps_done += len(idx) * pl.cfg.n_steps  # real variants only, not the padding
             m = chunk_metrics(spec, pl, p, res, len(idx))
@@ -436,8 +507,8 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
                     "eta_s": round(per_chunk * (len(pending) - k - 1), 4),
                     "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n")
                 plog.flush()
-            if progress:
-                progress(len(idx))
+            if ticks_ is not None:
+                ticks_.finish()
     finally:
         if plog is not None:
             plog.close()
@@ -463,13 +534,24 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
         "variant_steps_per_s": rate,
         "device_kind": dev[0].device_kind, "device_platform": dev[0].platform, "device_count": len(dev),
         "local_device_count": jax.local_device_count(), "process_count": pc,
+        "cpu_devices": parallel.cpu_devices_choice(),
         "executed_chunk_size": int(cs_exec), "compile_cache": str(cache_dir) if cache_dir else None,
         "precision": pl.dtype, "scheme": pl.cfg.scheme, "mechanism": pl.mechanism, **_describe(spec, pl),
         "failed_variants": failed, "axes": [specmod.column_name(p) for p in pl.paths],
         "python": platform.python_version(), "jax": jax.__version__,
     }
+    if prev is not None:
+        # nothing computed now: keep the figures of the run that computed the chunks, report this one apart
+        rerun = {k: summary[k] for k in ("wall_s", "chunks_reused", "chunks_computed", "version", "device_count")}
+        rerun["time"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        summary = {**prev, "rerun": rerun}
+        summary.pop("plots", None)
+        summary.pop("plot_s", None)
     if outdir and lead:
+        stage("plotting")
+        log(f"writing metrics.csv, summary.json{', plots/' if spec['outputs']['plots'] else ''} ...")
         summary = write_outputs(outdir, spec, table, summary, hists, _times(pl))
+    stage("done")
     return table, summary, hists
 
 
