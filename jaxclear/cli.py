@@ -248,6 +248,8 @@ def cmd_serve(args):
     from . import parallel
     per_worker = args.cpu_devices or max(1, parallel.usable_cores() // max(1, args.workers))
     os.environ["JAXCLEAR_CPU_DEVICES"] = str(per_worker)  # read by each worker before JAX starts
+    os.environ["JAXCLEAR_CPU_DEVICES_SOURCE"] = ("serve --cpu-devices" if args.cpu_devices else
+                                                 f"serve: {parallel.usable_cores()} usable cores / {args.workers} worker(s)")
     lim = service.Limits(max_spec_bytes=args.max_spec_bytes, max_variants=args.max_variants,
                          max_steps=args.max_steps, max_queued=args.max_queued,
                          max_store_bytes=args.max_store_bytes)

@@ -73,7 +73,7 @@ def _backends_started() -> bool:
         return False
 
 
-def set_cpu_devices(n: int | None = None) -> dict:
+def set_cpu_devices(n: int | None = None, source: str | None = None) -> dict:
     """Split the host CPU into ``n`` XLA devices (default: every usable core) so a sweep chunk is
     sharded over the cores (``variant_sharding``), before JAX initialises its backends.
 
@@ -82,7 +82,7 @@ def set_cpu_devices(n: int | None = None) -> dict:
     {"requested", "source", "applied"} (also in summary.json); ``applied`` is False when JAX had
     already started (the count in effect is then ``jax.device_count()``).  Without effect on
     GPU/TPU runs, which use their accelerators."""
-    source = "--cpu-devices" if n else "usable cores"
+    source = source or ("--cpu-devices" if n else "usable cores")
     n = int(n) if n else usable_cores()
     if n < 1:
         raise ValueError(f"cpu_devices = {n}: expected >= 1")

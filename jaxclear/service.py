@@ -967,7 +967,8 @@ def _worker_entry():
         sys.exit(0)
     cpu = os.environ.get("JAXCLEAR_CPU_DEVICES")
     from . import parallel
-    parallel.set_cpu_devices(int(cpu) if cpu else None)  # every core by default, before JAX starts
+    parallel.set_cpu_devices(int(cpu) if cpu else None,  # every core by default, before JAX starts
+                             source=os.environ.get("JAXCLEAR_CPU_DEVICES_SOURCE"))
     sys.exit(worker_main(data, int(i), cache or None, int(parent)))
 
 

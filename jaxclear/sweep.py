@@ -680,11 +680,28 @@ class Results:
         """Inputs then metrics: the columns of metrics.csv."""
         return {**self.inputs, **self.metrics}
 
+    def to_pandas(self):
+        """The metrics table (inputs then metrics, as metrics.csv) as a ``pandas.DataFrame``
+        indexed by variant (ImportError with the install hint when pandas is missing)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("Results.to_pandas() needs pandas: pip install pandas (or 'jaxclear[io]')") from None
+        df = pd.DataFrame({k: np.asarray(v) for k, v in self.table.items()})
+        df.index.name = "variant"
+        return df
+
+    def to_xarray(self, unstack=True):
+        """``to_xarray(self, unstack)``."""
+        return to_xarray(self, unstack=unstack)
+
 
 def load(out, as_xarray=False, histories=True):
     """Read a sweep directory (or its store.zarr) back: a ``Results``, or with ``as_xarray`` an
-    ``xarray.Dataset`` (dims variant, time, joint; inputs as variant coordinates).  An incomplete
-    store loads too: ``missing_chunks`` lists the chunks not done."""
+    ``xarray.Dataset`` (``to_xarray``: a grid sweep has one dimension per swept column, so
+    ``ds.sel(clearance_m=1e-4, crank_speed_rpm=3000)`` works; other sweeps keep a flat
+    ``variant`` dimension).  An incomplete store loads too: ``missing_chunks`` lists the chunks
+    not done."""
     g = store.open(out, mode="r")
     r = store.read(g, histories=histories)
     at = r["attrs"]
@@ -699,8 +716,23 @@ def load(out, as_xarray=False, histories=True):
     return to_xarray(res) if as_xarray else res
 
 
-def to_xarray(res: Results):
-    """Results -> xarray.Dataset (ImportError with the install hint when xarray is missing)."""
+def is_full_grid(inputs) -> bool:
+    """Whether the swept columns form a full Cartesian grid (each combination once)."""
+    if not inputs:
+        return False
+    cols = [np.asarray(v, float) for v in inputs.values()]
+    n = len(cols[0])
+    if math.prod(len(np.unique(c)) for c in cols) != n:
+        return False
+    return len(np.unique(np.stack(cols, axis=1), axis=0)) == n
+
+
+def to_xarray(res: Results, unstack=True):
+    """Results -> xarray.Dataset (ImportError with the install hint when xarray is missing).
+
+    Dims variant, time, joint; with ``unstack`` and a full grid of swept values (``is_full_grid``)
+    the variant dimension is replaced by one dimension per swept column (sorted values), the
+    variant number kept as the data variable ``variant``."""
     try:
         import xarray as xr
     except ImportError:
@@ -717,9 +749,15 @@ def to_xarray(res: Results):
     for c, v in res.histories.items():
         data[c] = (("variant", "time") if v.ndim == 2 else ("variant", "time", "joint"), v)
     at = res.attrs
-    return xr.Dataset(data, coords=coords, attrs={
+    ds = xr.Dataset(data, coords=coords, attrs={
         "name": at["name"], "spec_hash": at["spec_hash"], "jaxclear_version": at["version"],
         "spec": at["spec"], "chunk_size": at["chunk_size"], "missing_chunks": res.missing_chunks})
+    if unstack and len(res.inputs) >= 1 and is_full_grid(res.inputs):
+        ds = ds.assign(variant_number=("variant", np.arange(n)))
+        ds = ds.set_index(variant=list(res.inputs)).unstack("variant")
+        ds = ds.rename({"variant_number": "variant"})
+        ds = ds.transpose(*list(res.inputs), ...)
+    return ds
 
 
 def _done_subset(res: Results):
