@@ -51,7 +51,7 @@ def two_joints(runs: Path, dest: Path, variant=0):
     axs[2].set_xlabel("crank angle over the last two revolutions [deg]")
     for ax in axs:
         ax.legend(fontsize=7)
-    axs[0].set_title(f"slider-crank, 5000 rpm after a 0.024 s ramp, c = {c * 1e3:g} mm (seed 001 Fig. 9)")
+    axs[0].set_title(f"slider-crank, 5000 rpm after a 0.024 s ramp, c = {c * 1e3:g} mm (Zheng et al. Fig. 9)")
     fig.tight_layout()
     fig.savefig(dest / "two_joints_slider_crank.png", dpi=110)
     plt.close(fig)

@@ -12,7 +12,7 @@ arguments JAX detects SLURM, Open MPI and the JAX_COORDINATOR_ADDRESS / JAX_NUM_
 JAX_PROCESS_ID environment).  Every process computes on its own local devices only: process i
 takes pending chunks i, i + P, i + 2P, ... and writes them into the shared store itself, so no
 data crosses hosts except through the (shared) file system; ``barrier`` keeps the phases of a
-run in step (store created → chunks written → outputs).  DESIGN.md "Multi-device".
+run in step (store created → chunks written → outputs).
 
 Compile cache.  ``enable_compile_cache`` points JAX's persistent compilation cache at a
 directory (``$JAXCLEAR_CACHE_DIR``, default ``~/.cache/jaxclear/xla``), so a second run of the

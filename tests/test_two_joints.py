@@ -1,5 +1,5 @@
-"""Several clearance joints at once (seed 001, §3.2, Fig. 9): the slider-crank with clearance at
-the crank–rod and rod–slider joints against the rod–slider joint alone, on the seed's run
+"""Several clearance joints at once (Zheng et al., §3.2, Fig. 9): the slider-crank with clearance at
+the crank–rod and rod–slider joints against the rod–slider joint alone, on the run of Zheng et al.
 (5000 rpm after a 0.024 s ramp, 0.096 s), through the two specs of sweeps/."""
 
 import tomllib
