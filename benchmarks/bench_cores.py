@@ -76,36 +76,9 @@ def run_numba_prange(B, steps, repeats, threads):
     sys.path.insert(0, str(HERE))
     import numpy as np
     import numba
-    from numba import njit, prange
     import bench_slider_crank as b
 
-    acc = b._nb_accel
-
-    @njit(parallel=True, cache=False)
-    def kernel(clr, k, chi, mu, n_steps, h, omega, out_f, out_a):
-        for j in prange(clr.shape[0]):
-            th, phi, x3 = 0.0, 0.0, b.R_CRANK + b.L_ROD
-            w, w2, v3 = omega, -b.R_CRANK * omega / b.L_ROD, 0.0
-            mem, prev = 0.0, False
-            aphi, ax, f, _m, _p = acc(1.0, 0.0, 1.0, 0.0, x3, w, w2, v3, mem, prev, clr[j], k[j], chi[j], mu[j])
-            pf, pa = 0.0, 0.0
-            for i in range(n_steps):
-                w2h = w2 + 0.5 * h * aphi
-                v3h = v3 + 0.5 * h * ax
-                th += h * w
-                phi += h * w2h
-                x3 += h * v3h
-                aphi, ax, f, mem, prev = acc(np.cos(th), np.sin(th), np.cos(phi), np.sin(phi), x3, w, w2h, v3h,
-                                             mem, prev, clr[j], k[j], chi[j], mu[j])
-                w2 = w2h + 0.5 * h * aphi
-                v3 = v3h + 0.5 * h * ax
-                if f > pf:
-                    pf = f
-                if abs(ax) > pa:
-                    pa = abs(ax)
-            out_f[j] = pf
-            out_a[j] = pa
-
+    kernel = b.numba_angles_prange
     numba.set_num_threads(threads)
     c, e, mu = b.variants(B, seed=0)
     k, chi = b.derived(c, e)

@@ -303,42 +303,39 @@ def cmd_submit(args):
     return 0
 
 
-def cmd_status(args):
-    """Status of one job (or of all jobs) on a service."""
+def _service_call(args, fn):
+    """Run ``fn(client)`` against the service; errors as 'jaxclear: error: ...' with status 2."""
     from .client import ServiceError
     try:
-        c = _client(args)
+        fn(_client(args))
+    except ServiceError as e:
+        print(f"jaxclear: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"jaxclear: error: cannot reach {args.server}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_status(args):
+    """Status of one job (or of all jobs) on a service."""
+    def show(c):
         if args.job:
             s = c.job(args.job).status()
             print(json.dumps(s, indent=2) if args.json else _status_line(s))
         else:
             jobs = [j.info for j in c.jobs()]
             print(json.dumps(jobs, indent=2) if args.json else "\n".join(_status_line(s) for s in jobs))
-    except ServiceError as e:
-        print(f"jaxclear: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"jaxclear: error: cannot reach {args.server}: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return _service_call(args, show)
 
 
 def cmd_cancel(args):
     """Cancel one job on a service (queued: at once; running: at its next progress report)."""
-    from .client import ServiceError
-    try:
-        job = _client(args).job(args.job)
+    def cancel(c):
+        job = c.job(args.job)
         s = job.cancel()
-        if args.wait:
-            s = job.wait(raise_on_failure=False)
-        print(_status_line(s))
-    except ServiceError as e:
-        print(f"jaxclear: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"jaxclear: error: cannot reach {args.server}: {e}", file=sys.stderr)
-        return 2
-    return 0
+        print(_status_line(job.wait(raise_on_failure=False) if args.wait else s))
+    return _service_call(args, cancel)
 
 
 def _log(args):

@@ -373,17 +373,21 @@ def _chromium():
     pytest.skip("no /usr/bin/chromium (apt-get install chromium)")
 
 
+def _browser(p, exe, tmp_path):
+    """Headless Chromium with a fresh profile (Playwright passes it as --user-data-dir)."""
+    return p.chromium.launch_persistent_context(
+        str(tmp_path / "profile"), executable_path=exe, headless=True, viewport={"width": 1200, "height": 900},
+        args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+
+
 def test_html_pages_in_headless_chromium(server, client, tmp_path):
     exe = _chromium()
     pw = pytest.importorskip("playwright.sync_api")
     import matplotlib.image as mpimg
     with_plots = TINY.replace("plots = false", "plots = true\nplot_variants = 2").replace('"tiny"', '"page"')
     with pw.sync_playwright() as p:
-        # a fresh profile: Playwright passes it as --user-data-dir
-        browser = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=exe, headless=True, viewport={"width": 1200, "height": 900},
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        browser = _browser(p, exe, tmp_path)
         page = browser.new_page()
         page.goto(server.url + f"/?token={TOKEN}")  # token -> cookie, then redirected to /
         assert page.url.rstrip("/") == server.url and "jaxclear sweep service" in page.content()
@@ -441,10 +445,7 @@ def test_job_page_follows_a_running_job_cancels_it_and_docs_work_offline(server,
     pw = pytest.importorskip("playwright.sync_api")
     job = client.submit(LONG.replace('"long"', '"follow"'), set=["laws.restitution=0.55"])
     with pw.sync_playwright() as p:
-        browser = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=exe, headless=True, viewport={"width": 1200, "height": 900},
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        browser = _browser(p, exe, tmp_path)
         page = browser.new_page()
         external = []
         page.on("request", lambda r: external.append(r.url) if not r.url.startswith(server.url) else None)
