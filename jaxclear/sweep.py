@@ -370,16 +370,16 @@ def _check_other_spec(outdir, h, force):
 
 class _ChunkProgress:
     """Turns the save-block ticks of a running chunk (``integrate.set_progress``) into fractional
-    ``progress(n)`` calls, so a bar moves within a chunk; ``finish`` reports the rest."""
+    ``progress(n)`` calls, so a bar moves within a chunk; ``finish`` reports the rest.  The tick
+    carries the number of blocks done, so a tick seen once per device counts once."""
 
-    def __init__(self, progress, n_real, n_devices):
-        self.progress, self.n_real, self.n_dev = progress, n_real, max(1, n_devices)
-        self.calls, self.sent = 0, 0.0
+    def __init__(self, progress, n_real):
+        self.progress, self.n_real = progress, n_real
+        self.blocks, self.sent = 0, 0.0
 
     def __call__(self, done, total):
-        every = max(1, total // integrate.PROGRESS_TICKS)
-        self.calls += 1
-        frac = min(1.0, self.calls / (self.n_dev * (total // every)))
+        self.blocks = max(self.blocks, done)
+        frac = min(1.0, self.blocks / total)
         inc = frac * self.n_real - self.sent
         if inc > 0 and frac < 1.0:  # the last part comes with the chunk's results
             self.sent += inc
@@ -482,7 +482,7 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
                 log(f"compiled in {c_s:.2f} s" if c_s > 0 else "compiled function reused from this process")
                 stage("running", compile_s=c_s)
             t0 = time.perf_counter()
-            ticks_ = _ChunkProgress(progress, len(idx), jax.local_device_count()) if progress else None
+            ticks_ = _ChunkProgress(progress, len(idx)) if progress else None
             integrate.set_progress(ticks_ if tick else None)
             try:
                 res = _execute_chunk(pl, p, tick)
@@ -538,6 +538,7 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
         "executed_chunk_size": int(cs_exec), "compile_cache": str(cache_dir) if cache_dir else None,
         "precision": pl.dtype, "scheme": pl.cfg.scheme, "mechanism": pl.mechanism, **_describe(spec, pl),
         "failed_variants": failed, "axes": [specmod.column_name(p) for p in pl.paths],
+        "joints": list(pl.mech.joint_names(pl.cfg)),
         "python": platform.python_version(), "jax": jax.__version__,
     }
     if prev is not None:
@@ -775,7 +776,8 @@ def plot_results(out, res: Results | None = None):
         return []
     table, hists = _done_subset(res)
     summary = {"name": res.attrs["name"], "mechanism": spec["model"]["mechanism"],
-               "axes": list(res.attrs["axes"])}
+               "axes": list(res.attrs["axes"]), "joints": list(res.attrs["joints"]),
+               "save_every": res.attrs.get("save_every")}
     if "clearance_joint" in spec["model"]:
         summary["clearance_joint"] = spec["model"]["clearance_joint"]
     return _plots(Path(out) if Path(out).name != store.NAME else Path(out).parent, spec, table, summary,
