@@ -20,7 +20,7 @@ plt = plots.plt
 
 
 def two_joints(runs: Path, dest: Path, variant=0):
-    """Seed 001 Fig. 9 analogue: slider velocity, acceleration and joint forces over the last two
+    """Analogue of Fig. 9 of Zheng et al.: slider velocity, acceleration and joint forces over the last two
     crank revolutions, one clearance joint (rod–slider) against two, and the journal orbits."""
     one, two = sweep.load(runs / "one_joint_slider_crank"), sweep.load(runs / "two_joints_slider_crank")
     c = float(one.inputs["clearance_m"][variant])

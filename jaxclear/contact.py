@@ -1,6 +1,6 @@
 """Branch-free contact detection between a circular pin (journal) and a discretised bushing.
 
-Seed 000 (non-circular clearance revolute joint, steps 2–3), all in the bushing frame:
+Xu 2015 (non-circular clearance revolute joint, steps 2–3), all in the bushing frame:
 
 * penetration of profile point k:  d_k = R_pin − |p_k − c|  (m), in contact iff d_k > 0;
 * a contact region is a maximal *circular* run of consecutive in-contact points (a run wrapping

@@ -460,7 +460,7 @@ def stick_slip_friction_acceleration(v_t, a_free, inv_mass, normal_force, mu_sta
                                      v_eps):
     """Coulomb stick–slip at acceleration level, as the event-driven LCP of the source.
 
-    Seed 003 (Wang & Wang 2015, eqs. 9-25): at a contact with zero slip velocity the static
+    Wang & Wang 2015 (eqs. 9-25): at a contact with zero slip velocity the static
     force follows from the complementarity of the friction reserves μ0 F_N ± F_t with the
     tangential accelerations; for one contact it has the closed form
 
