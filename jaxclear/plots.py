@@ -68,8 +68,9 @@ def contact_force_vs_crank_angle(ax, hists, idx, table, joint=0, axes=(), peaks=
 
     With the ``contact_force_block_max_N`` channel (maximum over each save block) that curve is
     drawn solid over the thin sampled one, so no impact peak is lost between samples; ★ marks
-    each variant's exact peak ``peak_contact_force_N`` (metrics.csv, every step) where it is the
-    peak of this joint.  Returns {variant: (crank angle [deg], exact peak [N])} of the markers."""
+    each variant's exact peak ``peak_contact_force_N`` (metrics.csv, every step; for several joints
+    the maximum over them, so it is marked on the joint where it occurs).  Without the channel
+    the exact peak is drawn as a level (dotted) where the samples missed it.  Returns {variant: (crank angle [deg], exact peak [N])} of the markers."""
     bm = hists.get("contact_force_block_max_N")
     marks = {}
     for i in idx:
@@ -95,7 +96,7 @@ def contact_force_vs_crank_angle(ax, hists, idx, table, joint=0, axes=(), peaks=
             ax.annotate(f"{exact / 1e3:.3g} kN", (th[k], exact), xytext=(5, -3), textcoords="offset points",
                         fontsize=7, color=col)
             marks[i] = (float(th[k]), exact)
-        elif exact > seen:
+        elif bm is None and exact > seen:
             # peak between the samples (no block-max channel): its level, not a guessed place
             ax.axhline(exact, ls=":", lw=0.8, color=col)
             ax.annotate(f"★ exact peak {exact / 1e3:.3g} kN (between samples)", (1.0, exact),
@@ -348,7 +349,8 @@ def sweep_plots(outdir, table, summary, hists, t, spec, amplified=("contact_forc
         except Exception:  # noqa: BLE001  (a profile the helper cannot rebuild: the nominal circle)
             bores = None
         orbits(ax, hists, idx, table, clearance, axes=axes, bores=bores)
-        ax.set_title(f"{name}: journal-centre orbits / clearance", fontsize=10)
+        jn = (summary.get("joints") or [summary.get("clearance_joint", "")])[0]
+        ax.set_title(f"{name}: journal-centre orbits / clearance" + (f" ({jn} joint)" if jn else ""), fontsize=10)
         tt = np.asarray(t, float)
         dts = float(tt[1] - tt[0]) if tt.size > 1 else float(tt[0])
         fig.text(0.01, 0.01, f"orbit points every {save_every} steps ({dts * 1e6:.3g} µs): straight segments "
