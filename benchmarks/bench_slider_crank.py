@@ -224,6 +224,11 @@ if numba is not None:
         return aphi, ax, math.sqrt(fx * fx + fy * fy), ddm, active
 
     @njit(cache=False)
+    def _nb_close(w2h, v3h, h, aphi, ax, f, pf, pa):
+        """Second half kick of the leapfrog step and the running peaks (|force|, |slider acc.|)."""
+        return w2h + 0.5 * h * aphi, v3h + 0.5 * h * ax, (f if f > pf else pf), (abs(ax) if abs(ax) > pa else pa)
+
+    @njit(cache=False)
     def _nb_angles_one(clr, k, chi, mu, n_steps, h, omega):
         """One variant of the natural kernel: (peak |force|, peak |slider acceleration|)."""
         th, phi, x3 = 0.0, 0.0, R_CRANK + L_ROD
@@ -239,12 +244,7 @@ if numba is not None:
             x3 += h * v3h
             aphi, ax, f, mem, prev = _nb_accel(np.cos(th), np.sin(th), np.cos(phi), np.sin(phi),
                                                x3, w, w2h, v3h, mem, prev, clr, k, chi, mu)
-            w2 = w2h + 0.5 * h * aphi
-            v3 = v3h + 0.5 * h * ax
-            if f > pf:
-                pf = f
-            if abs(ax) > pa:
-                pa = abs(ax)
+            w2, v3, pf, pa = _nb_close(w2h, v3h, h, aphi, ax, f, pf, pa)
         return pf, pa
 
     @njit(cache=False)
@@ -279,12 +279,7 @@ if numba is not None:
                 x3 += h * v3h
                 aphi, ax, f, mem, prev = _nb_accel(ct, st, cp, sp, x3, w, w2h, v3h, mem, prev,
                                                    clr[j], k[j], chi[j], mu[j])
-                w2 = w2h + 0.5 * h * aphi
-                v3 = v3h + 0.5 * h * ax
-                if f > pf:
-                    pf = f
-                if abs(ax) > pa:
-                    pa = abs(ax)
+                w2, v3, pf, pa = _nb_close(w2h, v3h, h, aphi, ax, f, pf, pa)
             out_f[j] = pf
             out_a[j] = pa
 
