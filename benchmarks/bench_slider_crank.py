@@ -224,32 +224,40 @@ if numba is not None:
         return aphi, ax, math.sqrt(fx * fx + fy * fy), ddm, active
 
     @njit(cache=False)
+    def _nb_close(w2h, v3h, h, aphi, ax, f, pf, pa):
+        """Second half kick of the leapfrog step and the running peaks (|force|, |slider acc.|)."""
+        return w2h + 0.5 * h * aphi, v3h + 0.5 * h * ax, (f if f > pf else pf), (abs(ax) if abs(ax) > pa else pa)
+
+    @njit(cache=False)
+    def _nb_angles_one(clr, k, chi, mu, n_steps, h, omega):
+        """One variant of the natural kernel: (peak |force|, peak |slider acceleration|)."""
+        th, phi, x3 = 0.0, 0.0, R_CRANK + L_ROD
+        w, w2, v3 = omega, -R_CRANK * omega / L_ROD, 0.0
+        mem, prev = 0.0, False
+        aphi, ax, f, _m, _p = _nb_accel(1.0, 0.0, 1.0, 0.0, x3, w, w2, v3, mem, prev, clr, k, chi, mu)
+        pf, pa = 0.0, 0.0
+        for i in range(n_steps):
+            w2h = w2 + 0.5 * h * aphi
+            v3h = v3 + 0.5 * h * ax
+            th += h * w
+            phi += h * w2h
+            x3 += h * v3h
+            aphi, ax, f, mem, prev = _nb_accel(np.cos(th), np.sin(th), np.cos(phi), np.sin(phi),
+                                               x3, w, w2h, v3h, mem, prev, clr, k, chi, mu)
+            w2, v3, pf, pa = _nb_close(w2h, v3h, h, aphi, ax, f, pf, pa)
+        return pf, pa
+
+    @njit(cache=False)
     def numba_angles(clr, k, chi, mu, n_steps, h, omega, out_f, out_a):
         """Natural engineer's kernel: angles as floats, cos/sin each step, branches."""
         for j in range(clr.shape[0]):
-            th, phi, x3 = 0.0, 0.0, R_CRANK + L_ROD
-            w, w2, v3 = omega, -R_CRANK * omega / L_ROD, 0.0
-            mem, prev = 0.0, False
-            aphi, ax, f, _m, _p = _nb_accel(1.0, 0.0, 1.0, 0.0, x3, w, w2, v3, mem, prev,
-                                            clr[j], k[j], chi[j], mu[j])
-            pf, pa = 0.0, 0.0
-            for i in range(n_steps):
-                w2h = w2 + 0.5 * h * aphi
-                v3h = v3 + 0.5 * h * ax
-                th += h * w
-                phi += h * w2h
-                x3 += h * v3h
-                aphi, ax, f, mem, prev = _nb_accel(np.cos(th), np.sin(th), np.cos(phi), np.sin(phi),
-                                                   x3, w, w2h, v3h, mem, prev,
-                                                   clr[j], k[j], chi[j], mu[j])
-                w2 = w2h + 0.5 * h * aphi
-                v3 = v3h + 0.5 * h * ax
-                if f > pf:
-                    pf = f
-                if abs(ax) > pa:
-                    pa = abs(ax)
-            out_f[j] = pf
-            out_a[j] = pa
+            out_f[j], out_a[j] = _nb_angles_one(clr[j], k[j], chi[j], mu[j], n_steps, h, omega)
+
+    @njit(parallel=True, cache=False)
+    def numba_angles_prange(clr, k, chi, mu, n_steps, h, omega, out_f, out_a):
+        """The same kernel, variants spread over the threads (``numba.set_num_threads``)."""
+        for j in numba.prange(clr.shape[0]):
+            out_f[j], out_a[j] = _nb_angles_one(clr[j], k[j], chi[j], mu[j], n_steps, h, omega)
 
     _nb_rot = njit(cache=False)(_rotate_np)  # the same scalar arithmetic, compiled
 
@@ -271,12 +279,7 @@ if numba is not None:
                 x3 += h * v3h
                 aphi, ax, f, mem, prev = _nb_accel(ct, st, cp, sp, x3, w, w2h, v3h, mem, prev,
                                                    clr[j], k[j], chi[j], mu[j])
-                w2 = w2h + 0.5 * h * aphi
-                v3 = v3h + 0.5 * h * ax
-                if f > pf:
-                    pf = f
-                if abs(ax) > pa:
-                    pa = abs(ax)
+                w2, v3, pf, pa = _nb_close(w2h, v3h, h, aphi, ax, f, pf, pa)
             out_f[j] = pf
             out_a[j] = pa
 

@@ -20,7 +20,7 @@ plt = plots.plt
 
 
 def two_joints(runs: Path, dest: Path, variant=0):
-    """Seed 001 Fig. 9 analogue: slider velocity, acceleration and joint forces over the last two
+    """Analogue of Fig. 9 of Zheng et al.: slider velocity, acceleration and joint forces over the last two
     crank revolutions, one clearance joint (rod–slider) against two, and the journal orbits."""
     one, two = sweep.load(runs / "one_joint_slider_crank"), sweep.load(runs / "two_joints_slider_crank")
     c = float(one.inputs["clearance_m"][variant])
@@ -51,7 +51,7 @@ def two_joints(runs: Path, dest: Path, variant=0):
     axs[2].set_xlabel("crank angle over the last two revolutions [deg]")
     for ax in axs:
         ax.legend(fontsize=7)
-    axs[0].set_title(f"slider-crank, 5000 rpm after a 0.024 s ramp, c = {c * 1e3:g} mm (seed 001 Fig. 9)")
+    axs[0].set_title(f"slider-crank, 5000 rpm after a 0.024 s ramp, c = {c * 1e3:g} mm (Zheng et al. Fig. 9)")
     fig.tight_layout()
     fig.savefig(dest / "two_joints_slider_crank.png", dpi=110)
     plt.close(fig)

@@ -4,7 +4,7 @@ float64 is the default (µm penetrations on 0.1 m mechanisms need it): importing
 enables ``jax_enable_x64``.  Cast a model's params to float32 (or set
 ``integrator.precision = "float32"`` in a spec) to run in single precision.
 
-Modules: ``profiles`` (bushing curves), ``contact`` (seed-000 region detection), ``laws``
+Modules: ``profiles`` (bushing curves), ``contact`` (Xu (2015) region detection), ``laws``
 (normal and friction laws), ``joints`` (clearance joint force element), ``multibody``
 (general Cartesian engine), ``mechanisms`` (slider-crank, ...), ``integrate`` (fixed-step
 schemes under lax.scan), ``metrics``, ``spec`` and ``sweep`` (TOML sweeps), ``plots``.

@@ -1,6 +1,7 @@
 """Command line: ``jaxclear run [SPEC] [--out DIR] [--set key=value ...] [--force] [--cluster ADDRESS]``, ``jaxclear show DIR``,
 ``jaxclear export DIR [--format csv|parquet] [--output FILE]``,
-``jaxclear serve`` / ``submit SPEC --server URL`` / ``status JOB --server URL`` (the sweep service)."""
+``jaxclear serve`` / ``submit SPEC --server URL`` / ``status JOB --server URL`` / ``cancel JOB`` (the sweep
+service), ``sensitivity``, ``identify``; ``jaxclear --version``."""
 
 from __future__ import annotations
 
@@ -14,25 +15,41 @@ DEFAULT_SPEC = Path("sweeps") / "default.toml"
 
 
 class _Bar:
-    """A plain progress bar on stderr: variants done, variant-steps/s, ETA."""
+    """A plain progress bar on stderr: variants done, variant-steps/s, ETA.
 
-    def __init__(self, total, steps_per_variant, quiet=False):
-        self.total, self.done, self.spv, self.quiet = total, 0, steps_per_variant, quiet
+    Moves within a chunk (fractional updates from the running chunk's save blocks); rate and
+    ETA count run time only: the clock starts when compiling has finished (``stage``)."""
+
+    def __init__(self, total, steps_per_variant, quiet=False, min_interval_s=0.2):
+        self.total, self.done, self.spv, self.quiet = total, 0.0, steps_per_variant, quiet
         self.t0 = time.perf_counter()
+        self.start_done = 0.0
+        self.min_interval_s, self.last = min_interval_s, 0.0
+
+    def stage(self, name, **info):
+        """Restart the clock when the run proper starts (the messages come from sweep.run's log)."""
+        if name == "running":
+            self.t0, self.start_done = time.perf_counter(), self.done
 
     def __call__(self, n):
         self.done += n
         if self.quiet:
             return
-        el = time.perf_counter() - self.t0
-        rate = self.done * self.spv / el if el > 0 else 0.0
-        eta = (self.total - self.done) * el / self.done if self.done else 0.0
+        now = time.perf_counter()
+        finished = self.done >= self.total - 1e-9
+        if not finished and now - self.last < self.min_interval_s:
+            return
+        self.last = now
+        el = now - self.t0
+        ran = self.done - self.start_done
+        rate = ran * self.spv / el if el > 0 else 0.0
+        eta = (self.total - self.done) * el / ran if ran > 0 else float("nan")
         w = 30
         fill = int(w * self.done / self.total)
-        sys.stderr.write(f"\r[{'#' * fill}{'.' * (w - fill)}] {self.done}/{self.total} variants "
-                         f"{rate:.3g} variant-steps/s (incl. compile) ETA {eta:.0f}s ")
+        sys.stderr.write(f"\r[{'#' * fill}{'.' * (w - fill)}] {int(self.done + 1e-9)}/{self.total} variants "
+                         f"{rate:.3g} variant-steps/s ETA {eta:.0f}s ")
         sys.stderr.flush()
-        if self.done >= self.total:
+        if finished:
             sys.stderr.write("\n")
 
 
@@ -154,8 +171,9 @@ def cmd_run(args):
     log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
     try:
         cache = False if args.no_compile_cache else (args.cache_dir or True)
+        ticks = {"auto": "auto", "on": True, "off": False}[args.progress_ticks]
         table, summary, _ = sweep.run(spec, out=out, progress=bar, log=log, force=args.force, compile_cache=cache,
-                                      cluster=args.cluster)
+                                      stage=bar.stage, ticks=ticks, cluster=args.cluster)
     except specmod.SpecError as e:
         print(f"jaxclear: error: {e}", file=sys.stderr)
         return 2
@@ -234,6 +252,11 @@ def cmd_serve(args):
     import os
     from . import service
     token = args.token or os.environ.get("JAXCLEAR_TOKEN") or None
+    from . import parallel
+    per_worker = args.cpu_devices or max(1, parallel.usable_cores() // max(1, args.workers))
+    os.environ["JAXCLEAR_CPU_DEVICES"] = str(per_worker)  # read by each worker before JAX starts
+    os.environ["JAXCLEAR_CPU_DEVICES_SOURCE"] = ("serve --cpu-devices" if args.cpu_devices else
+                                                 f"serve: {parallel.usable_cores()} usable cores / {args.workers} worker(s)")
     lim = service.Limits(max_spec_bytes=args.max_spec_bytes, max_variants=args.max_variants,
                          max_steps=args.max_steps, max_queued=args.max_queued,
                          max_store_bytes=args.max_store_bytes)
@@ -287,17 +310,11 @@ def cmd_submit(args):
     return 0
 
 
-def cmd_status(args):
-    """Status of one job (or of all jobs) on a service."""
+def _service_call(args, fn):
+    """Run ``fn(client)`` against the service; errors as 'jaxclear: error: ...' with status 2."""
     from .client import ServiceError
     try:
-        c = _client(args)
-        if args.job:
-            s = c.job(args.job).status()
-            print(json.dumps(s, indent=2) if args.json else _status_line(s))
-        else:
-            jobs = [j.info for j in c.jobs()]
-            print(json.dumps(jobs, indent=2) if args.json else "\n".join(_status_line(s) for s in jobs))
+        fn(_client(args))
     except ServiceError as e:
         print(f"jaxclear: error: {e}", file=sys.stderr)
         return 2
@@ -305,6 +322,27 @@ def cmd_status(args):
         print(f"jaxclear: error: cannot reach {args.server}: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def cmd_status(args):
+    """Status of one job (or of all jobs) on a service."""
+    def show(c):
+        if args.job:
+            s = c.job(args.job).status()
+            print(json.dumps(s, indent=2) if args.json else _status_line(s))
+        else:
+            jobs = [j.info for j in c.jobs()]
+            print(json.dumps(jobs, indent=2) if args.json else "\n".join(_status_line(s) for s in jobs))
+    return _service_call(args, show)
+
+
+def cmd_cancel(args):
+    """Cancel one job on a service (queued: at once; running: at its next progress report)."""
+    def cancel(c):
+        job = c.job(args.job)
+        s = job.cancel()
+        print(_status_line(job.wait(raise_on_failure=False) if args.wait else s))
+    return _service_call(args, cancel)
 
 
 def _log(args):
@@ -367,17 +405,50 @@ def cmd_identify(args):
     return 0
 
 
+EXAMPLES = {
+    "plan": "jaxclear plan sweeps/default.toml\n  jaxclear plan sweeps/default.toml --no-probe --json",
+    "run": ("jaxclear run sweeps/flores_slider_crank.toml --out runs/flores\n"
+            "  jaxclear run sweeps/default.toml --set integrator.revolutions=1 --cpu-devices 1"),
+    "show": "jaxclear show runs/flores",
+    "export": "jaxclear export runs/flores --format parquet --output flores.parquet",
+    "serve": "jaxclear serve --port 8642 --workers 1 --data jaxclear-data",
+    "submit": "jaxclear submit sweeps/flores_slider_crank.toml --set laws.restitution=0.5 --wait",
+    "status": "jaxclear status            # every job\n  jaxclear status 3f2a9c1e   # one job",
+    "cancel": "jaxclear cancel 3f2a9c1e",
+    "sensitivity": "jaxclear sensitivity sweeps/sensitivity_slider_crank.toml --wrt joint.clearance_m,laws.restitution",
+    "identify": "jaxclear identify sweeps/identify_clearance.toml --iterations 10",
+}
+
+
+def _parser(sub, name, help_):
+    return sub.add_parser(name, help=help_, description=help_[:1].upper() + help_[1:] + ".",
+                          epilog="example:\n  " + EXAMPLES[name],
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _cpu_option(p):
+    p.add_argument("--cpu-devices", type=int, metavar="N",
+                   help="split the CPU into N XLA devices that run a chunk side by side (default: every usable "
+                        "core; ignored on GPU/TPU)")
+
+
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="jaxclear", description="Dynamics of mechanisms with clearance joints.")
+    from . import __version__
+    ap = argparse.ArgumentParser(prog="jaxclear", description="Dynamics of mechanisms with clearance joints.",
+                                 epilog="example:\n  jaxclear run sweeps/flores_slider_crank.toml --out runs/flores\n"
+                                        "  jaxclear <command> --help   (options and an example of each command)",
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--version", action="version", version=f"jaxclear {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    pp = sub.add_parser("plan", help="print variants, axes, chunking, memory, store size and estimated run time")
+    pp = _parser(sub, "plan", "print variants, axes, chunking, memory, store size and estimated run time")
     pp.add_argument("spec", nargs="?", help="TOML spec (default: sweeps/default.toml)")
     pp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value, e.g. joint.clearance_m=2.5e-4")
     pp.add_argument("--json", action="store_true", help="print the estimate as JSON")
     pp.add_argument("--probe-steps", type=int, default=200, help="steps of the timing probe (default 200)")
     pp.add_argument("--no-probe", action="store_true", help="no compile / timing probe (sizes only)")
+    _cpu_option(pp)
     pp.set_defaults(func=cmd_plan)
-    r = sub.add_parser("run", help="run a sweep spec (default: sweeps/default.toml)")
+    r = _parser(sub, "run", "run a sweep spec (default: sweeps/default.toml)")
     r.add_argument("spec", nargs="?", help="TOML spec (default: sweeps/default.toml)")
     r.add_argument("--out", help="output directory (default: runs/<sweep.name>)")
     r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value, e.g. joint.clearance_m=2.5e-4")
@@ -388,6 +459,10 @@ def main(argv=None):
     r.add_argument("--cluster", metavar="ADDRESS",
                    help="run every pending chunk as a task on a Dask cluster: scheduler address (tcp://host:8786), "
                         "scheduler file (.json), or local[:N] (N local worker processes); needs 'jaxclear[dask]'")
+    r.add_argument("--progress-ticks", choices=("auto", "on", "off"), default="auto",
+                   help="progress within a chunk from the running computation; such executables skip the "
+                        "persistent compile cache, so 'auto' uses them only for chunks of >= 2e7 variant-steps")
+    _cpu_option(r)
     mh = r.add_argument_group("multi-host (jax.distributed; one process per host, all on the same --out)")
     mh.add_argument("--distributed", action="store_true",
                     help="join a multi-process run, cluster auto-detected (SLURM, Open MPI, JAX_* variables)")
@@ -395,17 +470,17 @@ def main(argv=None):
     mh.add_argument("--num-processes", type=int, metavar="N", help="number of processes")
     mh.add_argument("--process-id", type=int, metavar="I", help="rank of this process, 0..N-1")
     r.set_defaults(func=cmd_run)
-    sh = sub.add_parser("show", help="summary of a run directory (finished or not); regenerates its plots")
+    sh = _parser(sub, "show", "summary of a run directory (finished or not); regenerates its plots")
     sh.add_argument("dir", help="run directory (holding store.zarr)")
     sh.set_defaults(func=cmd_show)
-    ex = sub.add_parser("export", help="write the metrics table of a run directory as csv or parquet")
+    ex = _parser(sub, "export", "write the metrics table of a run directory as csv or parquet")
     ex.add_argument("dir", help="run directory (holding store.zarr)")
-    ex.add_argument("--format", choices=("csv", "parquet"), default="csv")
+    ex.add_argument("--format", choices=("csv", "parquet"), default="csv", help="file format (default csv)")
     ex.add_argument("--output", help="file to write (default: DIR/metrics.<format>)")
     ex.set_defaults(func=cmd_export)
-    sv = sub.add_parser("serve", help="start the sweep service (HTTP API, HTML page, worker)")
+    sv = _parser(sub, "serve", "start the sweep service (HTTP API, HTML page, worker)")
     sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need --token)")
-    sv.add_argument("--port", type=int, default=8642)
+    sv.add_argument("--port", type=int, default=8642, help="TCP port (default 8642)")
     sv.add_argument("--data", default="jaxclear-data", help="queue, jobs and results (default ./jaxclear-data)")
     sv.add_argument("--token", help="bearer token required on every request (default $JAXCLEAR_TOKEN)")
     sv.add_argument("--workers", type=int, default=1, help="sweeps run at the same time (default 1)")
@@ -418,22 +493,29 @@ def main(argv=None):
     sv.add_argument("--max-store-bytes", type=lambda x: int(float(x)), default=16 * 2**30,
                     help="largest histories of one job (default 16 GiB)")
     sv.add_argument("--max-queued", type=int, default=1000, help="most jobs queued or running (default 1000)")
+    sv.add_argument("--cpu-devices", type=int, metavar="N",
+                    help="CPU devices of each worker (default: the usable cores divided among the workers)")
     sv.set_defaults(func=cmd_serve)
     for name, hlp in (("submit", "submit a spec to a service; prints the job id"),
-                      ("status", "status of a job (or all jobs) on a service")):
-        c = sub.add_parser(name, help=hlp)
+                      ("status", "status of a job (or all jobs) on a service"),
+                      ("cancel", "cancel a queued or running job on a service")):
+        c = _parser(sub, name, hlp)
         if name == "submit":
             c.add_argument("spec", nargs="?", help="TOML spec (default: sweeps/default.toml)")
             c.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value")
             c.add_argument("--wait", action="store_true", help="wait for the job to finish")
             c.set_defaults(func=cmd_submit)
-        else:
+        elif name == "status":
             c.add_argument("job", nargs="?", help="job id (default: list all jobs)")
             c.add_argument("--json", action="store_true", help="print the status as JSON")
             c.set_defaults(func=cmd_status)
+        else:
+            c.add_argument("job", help="job id (as submit printed it)")
+            c.add_argument("--wait", action="store_true", help="wait until the job has stopped")
+            c.set_defaults(func=cmd_cancel)
         c.add_argument("--server", default="http://127.0.0.1:8642", help="service URL (default http://127.0.0.1:8642)")
         c.add_argument("--token", help="bearer token (default $JAXCLEAR_TOKEN)")
-    se = sub.add_parser("sensitivity", help="derivatives of peak contact force and amplification factors w.r.t. spec keys")
+    se = _parser(sub, "sensitivity", "derivatives of peak contact force and amplification factors w.r.t. spec keys")
     se.add_argument("spec", help="TOML spec, e.g. sweeps/sensitivity_slider_crank.toml")
     se.add_argument("--wrt", action="append", required=True, metavar="KEY[,KEY...]",
                     help="dotted spec keys (as --set takes), e.g. joint.clearance_m,laws.restitution; "
@@ -442,16 +524,25 @@ def main(argv=None):
     se.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value")
     se.add_argument("--mode", choices=("auto", "forward", "reverse"), default="auto",
                     help="forward (jvp) or reverse (vjp with checkpointing) mode; auto: forward when keys <= metrics")
-    se.add_argument("--quiet", action="store_true")
+    se.add_argument("--quiet", action="store_true", help="no progress messages")
+    _cpu_option(se)
     se.set_defaults(func=cmd_sensitivity)
-    idp = sub.add_parser("identify", help="fit clearance / wear / law parameters to a measured or synthetic signal")
+    idp = _parser(sub, "identify", "fit clearance / wear / law parameters to a measured or synthetic signal")
     idp.add_argument("spec", help="TOML spec with [identify] and [measurement] or [truth], e.g. sweeps/identify_clearance.toml")
     idp.add_argument("--out", help="output directory (default: runs/<sweep.name>)")
     idp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value")
     idp.add_argument("--iterations", type=int, help="override identify.iterations")
-    idp.add_argument("--quiet", action="store_true")
+    idp.add_argument("--quiet", action="store_true", help="no progress messages")
+    _cpu_option(idp)
     idp.set_defaults(func=cmd_identify)
     args = ap.parse_args(argv)
+    if args.cmd in ("plan", "run", "sensitivity", "identify"):
+        from . import parallel  # before JAX starts its backends
+        try:
+            parallel.set_cpu_devices(args.cpu_devices)
+        except ValueError as e:
+            print(f"jaxclear: error: --cpu-devices: {e}", file=sys.stderr)
+            return 2
     return args.func(args)
 
 

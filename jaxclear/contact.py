@@ -1,6 +1,6 @@
 """Branch-free contact detection between a circular pin (journal) and a discretised bushing.
 
-Seed 000 (non-circular clearance revolute joint, steps 2–3), all in the bushing frame:
+Xu 2015 (non-circular clearance revolute joint, steps 2–3), all in the bushing frame:
 
 * penetration of profile point k:  d_k = R_pin − |p_k − c|  (m), in contact iff d_k > 0;
 * a contact region is a maximal *circular* run of consecutive in-contact points (a run wrapping
@@ -129,7 +129,7 @@ def _checked_inputs(points, pin_center, pin_radius, max_regions):
 
 
 def detect(points, pin_center, pin_radius, max_regions: int, refine: bool = False) -> ContactRegions:
-    """Contact regions between a circular pin and a discretised bushing profile (seed 000).
+    """Contact regions between a circular pin and a discretised bushing profile (Xu 2015).
 
     points: (N, 2) bushing profile (m, bushing frame, consecutive points adjacent on the curve);
     pin_center: (2,) pin (journal) centre c in the bushing frame (m); pin_radius: R_pin (m);
@@ -387,7 +387,7 @@ def _impact_memory(regions: ContactRegions, prev_mask, point_memory, region_delt
     impact and takes its current approach speed region_delta_dot (K,), clamped to ≥ ``floor``.
     The region value is written back to all its points; points off contact (or in overflow
     regions beyond K) get 0.  Returns (region_delta_dot_minus (K,), new_point_memory (N,)),
-    0 in inactive slots.  DESIGN.md "Impact-velocity memory"; δ̇ = n·(ċ_pin − ṗ_point).
+    0 in inactive slots.  δ̇ = n·(ċ_pin − ṗ_point).
     """
     labels = regions.labels
     K = regions.depth.shape[0]
@@ -451,7 +451,7 @@ def detect_window(points, pin_center, pin_radius, max_regions: int, window: int,
 
     points (N, 2), pin_center (2,), pin_radius, max_regions K, refine: as in ``detect``; the
     profile must be sampled at the uniform angles θ_k = 2πk/N when ``start`` is None (then
-    ``window_start``).  Window point j is profile point (start + j) mod N.  The seed-000 rules
+    ``window_start``).  Window point j is profile point (start + j) mod N.  The Xu (2015) rules
     run on the window: m_j = |p_j − c|² < R², regions are the runs of m in window order,
     the deepest point per region (ties → first in window order), the same parabolic
     refinement.  A full pass over the N points only counts the penetrating points:

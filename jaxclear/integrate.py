@@ -102,15 +102,77 @@ def make_step(scheme: str, accel: Callable, drift: Callable, dt: float):
     return step
 
 
+# Progress from inside a compiled run: while ``reporting_progress()`` is active at trace time,
+# ``simulate`` calls the host function ``_on_block`` every ~1/PROGRESS_TICKS of its save blocks
+# (one ``jax.debug.callback`` per tick and device, not per variant: its argument is the unbatched
+# block counter).  Off by default: gradients and the library's own jits trace without it.
+PROGRESS_TICKS = 32
+_REPORT = [False]
+_on_block: list = [None]
+
+
+class reporting_progress:
+    """Context manager: functions traced inside it report save-block progress to ``set_progress``'s hook."""
+
+    def __enter__(self):
+        self._old = _REPORT[0]
+        _REPORT[0] = True
+
+    def __exit__(self, *exc):
+        _REPORT[0] = self._old
+
+
+def set_progress(hook):
+    """``hook(blocks_done, n_saves)`` (or None): called on the host from a running chunk, once
+    per device per tick."""
+    _on_block[0] = hook
+
+
+def _tick(done, total):
+    hook = _on_block[0]
+    if hook is not None:
+        hook(int(done), int(total))
+
+
+def _maybe_report(j, n_saves):
+    if not _REPORT[0] or n_saves < 2:
+        return
+    every = max(1, n_saves // PROGRESS_TICKS)
+    jax.lax.cond((j + 1) % every == 0, lambda: jax.debug.callback(_tick, j + 1, n_saves), lambda: None)
+
+
 def simulate(step, params, state0: State, acc0, reduce: Callable, n_saves: int, save_every: int,
-             save: Callable | None = None, checkpoint: bool = False):
+             save: Callable | None = None, checkpoint: bool = False, block_max: Callable | None = None):
     """Run ``n_saves·save_every`` steps; return (final state, final accumulator, history).
 
     history: ``save(out)`` of the last step of each save block, stacked on a leading time
     axis of length n_saves (None when ``save`` is None).  ``reduce(acc, out, i)`` sees every
-    step.  ``checkpoint=True`` wraps the inner scan in ``jax.checkpoint`` so reverse-mode
-    memory is O(n_saves + save_every) instead of O(steps).
+    step.  ``block_max(out)`` -> {channel: array}: channels saved as their maximum over every
+    step of each save block (so a plot of a sampled history keeps the impact peaks between
+    samples; the maximum over time of such a channel is the exact peak).  ``checkpoint=True``
+    wraps the inner scan in ``jax.checkpoint`` so reverse-mode memory is O(n_saves +
+    save_every) instead of O(steps).
     """
+    if block_max is not None and save is not None:
+        # the running block maximum rides in the accumulator and is reset at each block start
+        m_shape = jax.eval_shape(lambda: block_max(step(params, state0, jnp.int32(0))[1]))
+        neg = lambda: jax.tree_util.tree_map(lambda sd: jnp.full(sd.shape, -jnp.inf, sd.dtype), m_shape)
+
+        def reduce_m(acc_m, out, i):
+            acc, m = acc_m
+            return reduce(acc, out, i), jax.tree_util.tree_map(jnp.maximum, m, block_max(out))
+
+        save_m = lambda out, m: {**save(out), **m}
+        s, (acc, _), hist = _simulate(step, params, state0, (acc0, neg()), reduce_m, n_saves, save_every,
+                                      save_m, checkpoint, reset=lambda acc_m: (acc_m[0], neg()))
+        return s, acc, hist
+    return _simulate(step, params, state0, acc0, reduce, n_saves, save_every,
+                     (lambda out, _m: save(out)) if save is not None else None, checkpoint, reset=None)
+
+
+def _simulate(step, params, state0, acc0, reduce, n_saves, save_every, save, checkpoint, reset):
+    """``simulate`` with ``save(out, acc)`` seeing the accumulator after the block's last step
+    and ``reset(acc)`` applied at the start of each save block (None: no reset)."""
 
     # The carry travels as per-variant scalars: under vmap a (B, 5) state is read with stride 5
     # (no SIMD); B-contiguous leaves vectorise, and XLA folds the stack/slice pairs away.
@@ -138,7 +200,9 @@ def simulate(step, params, state0: State, acc0, reduce: Callable, n_saves: int, 
         body = lambda c: jax.lax.scan(inner, c, idx)[0]
         if checkpoint:
             body = jax.checkpoint(body)
-        return body(carry), None
+        out = body(carry)
+        _maybe_report(j, n_saves)
+        return out, None
 
     if save is None:
         c, _ = jax.lax.scan(block, split((state0, acc0)), jnp.arange(n_saves))
@@ -149,14 +213,20 @@ def simulate(step, params, state0: State, acc0, reduce: Callable, n_saves: int, 
         idx = j * save_every + jnp.arange(save_every)
 
         def run(c):
+            if reset is not None:
+                s0_, a0_ = join(c)
+                c = split((s0_, reset(a0_)))
             c, _ = jax.lax.scan(inner, c, idx[:-1])
             s, acc = join(c)
             s, out = step(params, s, idx[-1])
-            return split((s, reduce(acc, out, idx[-1]))), save(out)
+            acc = reduce(acc, out, idx[-1])
+            return split((s, acc)), save(out, acc[1] if reset is not None else None)
 
         if checkpoint:
             run = jax.checkpoint(run)
-        return run(carry)
+        out = run(carry)
+        _maybe_report(j, n_saves)
+        return out
 
     c, hist = jax.lax.scan(block_save, split((state0, acc0)), jnp.arange(n_saves))
     s, acc = join(c)

@@ -7,11 +7,11 @@ the contact normal and a friction force along the tangent act at the contact poi
 Two geometries share one force routine:
 
 * ``"circle"`` — analytic (Flores et al. 2004): e = r_J − r_B, δ = |e| − c, n = e/|e|.
-* ``"points"`` — the discretized non-circular bushing of seed 000 (``contact.detect``):
+* ``"points"`` — the discretized non-circular bushing of Xu 2015 (``contact.detect``):
   up to ``max_regions`` simultaneous contact regions, each with its own deepest point.
 
 Per region the law needs the penetration rate δ̇ = n·(ṙ_J − ṗ_B) (pin centre against the
-bushing material point, DESIGN.md) and, for hysteresis laws, the impact velocity δ̇⁻ captured
+bushing material point) and, for hysteresis laws, the impact velocity δ̇⁻ captured
 at onset.  The journal receives F = −F_n n + F_t t (t = perp(n)) at p_J = r_J + R_J n,
 the bearing receives −F at its deepest profile point.
 """
@@ -34,7 +34,7 @@ _DDM_FLOOR = 1e-4
 class JointConfig:
     """Static (hashable) description of one clearance joint.
 
-    geometry: "circle" (analytic) or "points" (discretized profile, seed 000).
+    geometry: "circle" (analytic) or "points" (discretized profile, Xu 2015).
     n_points, max_regions, refine: static shape choices of the point method.
     window: 0 (default) runs ``contact.detect`` on all N points; W > 0 runs
     ``contact.detect_window`` on the W points around the pin direction (same results unless

@@ -405,7 +405,7 @@ def stick_slip_friction(v_free, inv_mass, normal_force, mu_static, mu_kinetic, d
     has exactly one solution: stick when |v_free|/(dt w) ≤ μ0 F_N, slip otherwise (then
     |v_free| > dt w μ0 F_N ≥ dt w μ F_N, so v⁺ keeps the sign of v_free).  This is the
     one-contact linear complementarity problem of the event-driven formulation (Pfeiffer &
-    Glocker 1996; seed 003, Wang & Wang 2015, eqs. 9-12) posed on impulses over the step
+    Glocker 1996; Wang & Wang 2015, eqs. 9-12) posed on impulses over the step
     (Moreau's time stepping) instead of accelerations at the instant v = 0: as dt → 0 the
     stick test becomes |F_applied| ≤ μ0 F_N.  Branch-free (``where``): a held mass gets
     v⁺ = 0 exactly, so its position does not drift.
@@ -460,7 +460,7 @@ def stick_slip_friction_acceleration(v_t, a_free, inv_mass, normal_force, mu_sta
                                      v_eps):
     """Coulomb stick–slip at acceleration level, as the event-driven LCP of the source.
 
-    Seed 003 (Wang & Wang 2015, eqs. 9-25): at a contact with zero slip velocity the static
+    Wang & Wang 2015 (eqs. 9-25): at a contact with zero slip velocity the static
     force follows from the complementarity of the friction reserves μ0 F_N ± F_t with the
     tangential accelerations; for one contact it has the closed form
 

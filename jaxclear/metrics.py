@@ -6,7 +6,7 @@ free flight (no contact), impact (part of a contact episode shorter than
 ``continuous_contact_time``) and continuous contact (longer episodes, the journal follows
 the bearing wall).
 
-Dynamic amplification factor (seed 001, eq. for DE):  DE = (max_clearance − max_ideal) / max_ideal.
+Dynamic amplification factor (Zheng et al., eq. for DE):  DE = (max_clearance − max_ideal) / max_ideal.
 The plain ratio max_clearance / max_ideal is reported as ``ratio_*``.
 
 Smooth peaks (for gradients, ``jaxclear.sensitivity``): the power mean over the N steps of the run
@@ -190,7 +190,7 @@ def smooth_peak(lse, steps, p=SMOOTH_EXPONENT):
 
 
 def amplification(clearance_peak, ideal_peak):
-    """DE = (max_clearance − max_ideal)/max_ideal  (seed 001)."""
+    """DE = (max_clearance − max_ideal)/max_ideal  (Zheng et al.)."""
     return (clearance_peak - ideal_peak) / ideal_peak
 
 

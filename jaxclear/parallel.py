@@ -12,7 +12,7 @@ arguments JAX detects SLURM, Open MPI and the JAX_COORDINATOR_ADDRESS / JAX_NUM_
 JAX_PROCESS_ID environment).  Every process computes on its own local devices only: process i
 takes pending chunks i, i + P, i + 2P, ... and writes them into the shared store itself, so no
 data crosses hosts except through the (shared) file system; ``barrier`` keeps the phases of a
-run in step (store created → chunks written → outputs).  DESIGN.md "Multi-device".
+run in step (store created → chunks written → outputs).
 
 Compile cache.  ``enable_compile_cache`` points JAX's persistent compilation cache at a
 directory (``$JAXCLEAR_CACHE_DIR``, default ``~/.cache/jaxclear/xla``), so a second run of the
@@ -52,6 +52,55 @@ def initialize(coordinator: str | None = None, num_processes: int | None = None,
         jax.distributed.initialize(**kw, initialization_timeout=int(timeout_s))
     except TypeError:  # older jax without initialization_timeout
         jax.distributed.initialize(**kw)
+
+
+_CPU_CHOICE: dict = {}
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask; os.cpu_count() elsewhere)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _backends_started() -> bool:
+    try:
+        from jax._src import xla_bridge
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError):
+        return False
+
+
+def set_cpu_devices(n: int | None = None, source: str | None = None) -> dict:
+    """Split the host CPU into ``n`` XLA devices (default: every usable core) so a sweep chunk is
+    sharded over the cores (``variant_sharding``), before JAX initialises its backends.
+
+    The CPU backend runs one device's computation on one thread at a time for this sequential
+    step loop; N host devices run N slices of the chunk side by side.  Returns the choice
+    {"requested", "source", "applied"} (also in summary.json); ``applied`` is False when JAX had
+    already started (the count in effect is then ``jax.device_count()``).  Without effect on
+    GPU/TPU runs, which use their accelerators."""
+    source = source or ("--cpu-devices" if n else "usable cores")
+    n = int(n) if n else usable_cores()
+    if n < 1:
+        raise ValueError(f"cpu_devices = {n}: expected >= 1")
+    applied = not _backends_started()
+    if applied:
+        try:
+            jax.config.update("jax_num_cpu_devices", n)
+        except (AttributeError, KeyError):  # older jax: the XLA flag
+            flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if "host_platform_device_count" not in f]
+            os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={n}"])
+    _CPU_CHOICE.clear()
+    _CPU_CHOICE.update({"requested": n, "source": source, "applied": applied, "usable_cores": usable_cores()})
+    return dict(_CPU_CHOICE)
+
+
+def cpu_devices_choice() -> dict | None:
+    """The last ``set_cpu_devices`` choice, None when the library ran with JAX's default."""
+    return dict(_CPU_CHOICE) if _CPU_CHOICE else None
 
 
 def process_index() -> int:

@@ -9,6 +9,7 @@ import matplotlib
 if "ipykernel" not in __import__("sys").modules:
     matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.colors  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -25,108 +26,363 @@ def pick_variants(table, n):
     return [int(order[i]) for i in np.unique(np.linspace(0, B - 1, min(n, B)).round().astype(int))]
 
 
-def contact_force_vs_crank_angle(ax, hists, idx, table, joint=0):
-    """Contact force [N] against the crank angle [deg] (unwrapped) of chosen variants."""
+def _fmt_value(col, v):
+    """'clearance 0.1 mm' from ('clearance_m', 1e-4): lengths in mm, speeds as integers."""
+    name, unit = _name_unit(col)
+    v = float(v)
+    if unit == "m":
+        v, unit = v * 1e3, "mm"
+    return f"{name} {_num(v)}" + ("" if unit == "-" else f" {unit}")
+
+
+def variant_label(table, axes, i):
+    """'#66: clearance 0.1 mm, crank speed 3000 rpm, wear depth 0.025 mm': every swept value."""
+    vals = [_fmt_value(a, table[a][i]) for a in axes if a in table]
+    return f"#{i}" + (": " + ", ".join(vals) if vals else "")
+
+
+def _legend_outside(ax, below=False, **kw):
+    """Legend off the data: to the right of the axes, or below them (``below``)."""
+    if below:
+        return ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), borderaxespad=0.0, **kw)
+    return ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, **kw)
+
+
+def _num(v):
+    v = float(v)
+    return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+
+
+def sampling_note(t, save_every, block_max):
+    """The sentence that says how the histories were sampled."""
+    t = np.asarray(t, float)
+    dts = float(t[1] - t[0]) if t.size > 1 else float(t[0])
+    txt = (f"histories saved every {save_every} steps ({dts * 1e6:.3g} µs, dt = {dts / save_every * 1e6:.3g} µs)")
+    if block_max:
+        txt += f"; solid: maximum over each {save_every}-step block, thin: the sampled value"
+    return txt + "; ★ exact peak over every step (metrics.csv)"
+
+
+def contact_force_vs_crank_angle(ax, hists, idx, table, joint=0, axes=(), peaks=True, legend=True):
+    """Contact force [N] against the crank angle [deg] (unwrapped) of chosen variants.
+
+    With the ``contact_force_block_max_N`` channel (maximum over each save block) that curve is
+    drawn solid over the thin sampled one, so no impact peak is lost between samples; ★ marks
+    each variant's exact peak ``peak_contact_force_N`` (metrics.csv, every step; for several joints
+    the maximum over them, so it is marked on the joint where it occurs).  Without the channel
+    the exact peak is drawn as a level (dotted) where the samples missed it.  Returns {variant: (crank angle [deg], exact peak [N])} of the markers."""
+    bm = hists.get("contact_force_block_max_N")
+    marks = {}
     for i in idx:
         th = np.degrees(np.unwrap(hists["crank_angle_rad"][i]))
-        f = hists["contact_force_N"][i][..., joint]
-        lab = f"#{i}" + (f" c={table['clearance_m'][i]*1e3:.3g} mm" if "clearance_m" in table else "")
-        ax.plot(th, f, lw=0.8, label=lab)
+        f = np.asarray(hists["contact_force_N"][i])[..., joint]
+        lab = variant_label(table, axes, i)
+        if bm is None:
+            (line,) = ax.plot(th, f, lw=0.8, label=lab)
+            k = int(np.nanargmax(f))
+        else:
+            fb = np.asarray(bm[i])[..., joint]
+            (line,) = ax.plot(th, fb, lw=0.9, label=lab)
+            ax.plot(th, f, lw=0.5, alpha=0.5, color=line.get_color())
+            k = int(np.nanargmax(fb))
+        exact = float(table["peak_contact_force_N"][i]) if (peaks and "peak_contact_force_N" in table) else None
+        seen = float(np.nanmax(fb if bm is not None else f))
+        col = line.get_color()
+        if exact is None or not np.isfinite(exact):
+            continue
+        if bm is not None and abs(seen - exact) <= 1e-9 * max(abs(exact), 1.0):
+            # the block maximum reaches the exact peak: mark it where it happened
+            ax.plot(th[k], exact, "*", ms=10, color=col, mec="k", mew=0.5)
+            ax.annotate(f"{exact / 1e3:.3g} kN", (th[k], exact), xytext=(5, -3), textcoords="offset points",
+                        fontsize=7, color=col)
+            marks[i] = (float(th[k]), exact)
+        elif bm is None and exact > seen:
+            # peak between the samples (no block-max channel): its level, not a guessed place
+            ax.axhline(exact, ls=":", lw=0.8, color=col)
+            ax.annotate(f"★ exact peak {exact / 1e3:.3g} kN (between samples)", (1.0, exact),
+                        xycoords=("axes fraction", "data"), xytext=(-4, 2), textcoords="offset points",
+                        ha="right", va="bottom", fontsize=7, color=col)
+            marks[i] = (None, exact)
+        ax.set_ylim(top=max(ax.get_ylim()[1], exact * 1.12))
     ax.set_xlabel("crank angle [deg]")
     ax.set_ylabel("contact force [N]")
-    ax.legend(fontsize=7)
+    if legend:
+        _legend_outside(ax)
+    return marks
 
 
-def orbits(ax, hists, idx, table, clearance=None, joint=0):
-    """Journal-centre orbits in the bearing frame, normalised by the clearance (unit circle)."""
+def bore_boundaries(spec, table, idx, axis_paths=()):
+    """{variant: (x, y)} of the journal-centre limit of each variant's own bore, normalised by its
+    clearance c: the radial offset r_b(θ) − R_j of the bushing profile (the clearance circle
+    for a circular bore; the wear of a worn bore shows as the bulge beyond 1).  None when the
+    spec has no bushing profile."""
+    if "profile" not in spec or "joint" not in spec:
+        return None
+    th = np.linspace(0, 2 * np.pi, 361)
+    circle = (np.cos(th), np.sin(th))
+    if spec["profile"].get("kind", "circle") == "circle":
+        return {i: circle for i in idx}
+    import jax
+    import jax.numpy as jnp
+
+    from .mechanisms import _clearance
+    from . import spec as specmod
+    base = {f"{s}.{k}": v for s in ("joint", "profile", "laws") for k, v in spec[s].items()}
+    swept = {pth: np.array([float(table[specmod.column_name(pth)][i]) for i in idx])
+             for pth in axis_paths if specmod.column_name(pth) in table}
+    fixed = {k: v for k, v in base.items() if k not in swept}
+    n = int(spec["profile"].get("n_points") or 0) or 360
+
+    def one(sw):  # the joint's own profile builder, once jitted over the plotted variants
+        flat = {**fixed, **sw}
+        rj = jnp.asarray(flat["joint.journal_radius_m"], jnp.float64)
+        c = jnp.asarray(flat["joint.clearance_m"], jnp.float64)
+        pts = _clearance.profile_points(spec, flat, rj + c, n, jnp.float64)
+        r = jnp.hypot(pts[:, 0], pts[:, 1])
+        return pts * ((r - rj) / r / c)[:, None]
+
+    b = np.asarray(jax.jit(jax.vmap(one))({k: jnp.asarray(v) for k, v in swept.items()})) if swept else \
+        np.broadcast_to(np.asarray(jax.jit(one)({})), (len(idx), n, 2))
+    return {i: (np.append(b[k, :, 0], b[k, 0, 0]), np.append(b[k, :, 1], b[k, 0, 1])) for k, i in enumerate(idx)}
+
+
+def orbits(ax, hists, idx, table, clearance=None, joint=0, axes=(), bores=None):
+    """Journal-centre orbits in the bearing frame, normalised by the clearance; each variant's own
+    bore limit (``bore_boundaries``) dashed in its colour, else the clearance circle."""
     th = np.linspace(0, 2 * np.pi, 200)
-    ax.plot(np.cos(th), np.sin(th), "k--", lw=0.8, label="clearance circle")
+    if not bores:
+        ax.plot(np.cos(th), np.sin(th), "k--", lw=0.8, label="clearance circle")
     for i in idx:
         c = table["clearance_m"][i] if "clearance_m" in table else clearance
         x = hists["journal_x_m"][i][..., joint] / c
         y = hists["journal_y_m"][i][..., joint] / c
-        ax.plot(x, y, lw=0.6, label=f"#{i}")
+        (line,) = ax.plot(x, y, lw=0.6, label=variant_label(table, axes, i))
+        if bores:
+            ax.plot(*bores[i], "--", lw=1.0, color=line.get_color())
+    if bores:
+        ax.plot([], [], "k--", lw=1.0, label="each variant's bore (dashed)")
     ax.set_aspect("equal")
     ax.set_xlabel("x / c [-]")
     ax.set_ylabel("y / c [-]")
-    ax.legend(fontsize=7)
+    _legend_outside(ax, below=True)
 
 
 def _edges(u, log):
     """Cell edges around sorted centres u: midpoints inside, half a step beyond the ends
     (in log space when ``log``)."""
     v = np.log(u) if log else np.asarray(u, float)
+    if v.size == 1:
+        e = np.array([v[0] - 0.5, v[0] + 0.5]) if not log else np.array([v[0] - 0.1, v[0] + 0.1])
+        return np.exp(e) if log else e
     mid = 0.5 * (v[1:] + v[:-1])
     e = np.concatenate([[v[0] - (mid[0] - v[0])], mid, [v[-1] + (v[-1] - mid[-1])]])
     return np.exp(e) if log else e
 
 
-def amplification_map(ax, table, xkey, ykey, zkey):
-    """A metric over two swept axes: pcolormesh on a full grid, scatter otherwise."""
-    x, y, z = np.asarray(table[xkey]), np.asarray(table[ykey]), np.asarray(table[zkey], float)
+def _is_log(u):
+    u = np.unique(np.asarray(u, float))
+    return u.size > 2 and u.min() > 0 and u.max() / u.min() > 20
+
+
+def value_ticks(axis, values, log, max_ticks=5):
+    """Ticks at (a thinned subset of) the swept values, labelled with 3 significant digits and
+    no minor labels: no overlapping ``2×10⁻⁵ 3×10⁻⁵`` log labels."""
+    u = np.unique(np.asarray(values, float))
+    step = int(np.ceil(u.size / max_ticks))
+    ticks = u[::step]
+    axis.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+    axis.set_major_formatter(matplotlib.ticker.FixedFormatter([_num(v) for v in ticks]))
+    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    if axis.axis_name == "x" and max(len(_num(v)) for v in ticks) * len(ticks) > 24:
+        axis.set_tick_params(labelrotation=30)
+    if log:
+        axis.set_minor_locator(matplotlib.ticker.NullLocator())
+
+
+def _grid(table, xkey, ykey, zkey, rows):
+    x = np.asarray(table[xkey], float)[rows]
+    y = np.asarray(table[ykey], float)[rows]
+    z = np.asarray(table[zkey], float)[rows]
     ux, uy = np.unique(x), np.unique(y)
-    logx = ux.size > 2 and ux.min() > 0 and ux.max() / ux.min() > 20
-    if ux.size * uy.size <= len(x) and ux.size > 1 and uy.size > 1:
-        grid = np.full((uy.size, ux.size), np.nan)
-        for xi, yi, zi in zip(x, y, z):
-            j, i = np.searchsorted(ux, xi), np.searchsorted(uy, yi)
-            grid[i, j] = np.nanmax([grid[i, j], zi])  # max over the other axes
-        # cell edges halfway between the values (geometrically on a log axis, so that the first
-        # cell does not reach down to ~0)
-        im = ax.pcolormesh(_edges(ux, logx), _edges(uy, False), grid, shading="flat")
+    grid = np.full((uy.size, ux.size), np.nan)
+    count = np.zeros(grid.shape, int)
+    for xi, yi, zi in zip(x, y, z):
+        j, i = np.searchsorted(ux, xi), np.searchsorted(uy, yi)
+        grid[i, j] = np.nanmax([grid[i, j], zi])
+        count[i, j] += 1
+    return ux, uy, grid, count
+
+
+def _norm(z):
+    z = np.asarray(z, float)
+    z = z[np.isfinite(z)]
+    if z.size and z.min() > 0 and z.max() / z.min() > 100:
+        return matplotlib.colors.LogNorm(z.min(), z.max())
+    return matplotlib.colors.Normalize(z.min() if z.size else 0, z.max() if z.size else 1)
+
+
+def _colorbar(fig, im, axs, title):
+    cb = fig.colorbar(im, ax=axs, shrink=0.9)
+    cb.set_label(title, fontsize=9)
+    if isinstance(im.norm, matplotlib.colors.LogNorm):
+        cb.ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        cb.ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        cb.ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    return cb
+
+
+def amplification_map(ax, table, xkey, ykey, zkey, rows=None, norm=None, colorbar=True, annotate=True):
+    """A metric over two swept axes (rows: the variants to use, default all): pcolormesh on a
+    full grid (cells holding several variants show their maximum, said in the colour-bar title),
+    scatter otherwise; cell values written in the cells of small grids.  Returns the artist."""
+    rows = np.arange(len(table[xkey])) if rows is None else np.asarray(rows)
+    x, y, z = (np.asarray(table[k], float)[rows] for k in (xkey, ykey, zkey))
+    ux, uy, grid, count = _grid(table, xkey, ykey, zkey, rows)
+    logx, logy = _is_log(ux), _is_log(uy)
+    norm = norm or _norm(z)
+    if ux.size * uy.size <= len(x):
+        im = ax.pcolormesh(_edges(ux, logx), _edges(uy, logy), grid, shading="flat", norm=norm)
+        if annotate and grid.size <= 30:  # (text is the costly artist: small grids only)
+            for (a, b), v in np.ndenumerate(grid):
+                if np.isfinite(v):
+                    lum = np.mean(im.cmap(norm(v))[:3])
+                    ax.text(ux[b], uy[a], f"{v:.3g}", ha="center", va="center", fontsize=6,
+                            color="k" if lum > 0.5 else "w")
     else:
-        im = ax.scatter(x, y, c=z, s=12)
-    if logx:
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        im = ax.scatter(x, y, c=z, s=12, norm=norm)
+        count = np.array([2])
+    for axis, u, lg, sc in ((ax.xaxis, ux, logx, ax.set_xscale), (ax.yaxis, uy, logy, ax.set_yscale)):
+        if lg:
+            sc("log")
+        value_ticks(axis, u, lg)
     ax.set_xlabel("{} [{}]".format(*_name_unit(xkey)))
     ax.set_ylabel("{} [{}]".format(*_name_unit(ykey)))
-    plt.colorbar(im, ax=ax, label=_label(zkey) + " (max over other axes)")
+    if colorbar:
+        title = _label(zkey) + (" (max over the other axes)" if count.max() > 1 else "")
+        _colorbar(ax.figure, im, ax, title)
+    return im
 
 
-def sweep_plots(outdir, table, summary, hists, t, spec, amplified=("contact_force", "slider_acceleration")):
+def amplification_maps(table, xkey, ykey, zkey, facet=None, title=""):
+    """A figure of ``amplification_map`` panels, one per value of the ``facet`` column (small
+    multiples, one shared colour scale), or one panel without it."""
+    vals = np.unique(np.asarray(table[facet], float)) if facet else [None]
+    n = len(vals)
+    ncol = int(np.ceil(np.sqrt(n)))
+    nrow = int(np.ceil(n / ncol))
+    fig, axs = plt.subplots(nrow, ncol, figsize=(4.2 * ncol + 1.4, 3.4 * nrow + 0.8), squeeze=False,
+                            sharex=True, sharey=True)
+    # fixed margins: constrained layout cost ~2 s per figure (text extents of every tick)
+    fig.subplots_adjust(left=0.75 / (4.2 * ncol + 1.4), right=0.86, bottom=0.6 / (3.4 * nrow + 0.8),
+                        top=1 - 0.55 / (3.4 * nrow + 0.8), wspace=0.08, hspace=0.25)
+    norm = _norm(table[zkey])
+    im = None
+    for k, v in enumerate(vals):
+        ax = axs.flat[k]
+        rows = np.arange(len(table[zkey])) if v is None else np.nonzero(np.asarray(table[facet], float) == v)[0]
+        im = amplification_map(ax, table, xkey, ykey, zkey, rows=rows, norm=norm, colorbar=False)
+        if v is not None:
+            ax.set_title(_fmt_value(facet, v), fontsize=9)
+        if k % ncol:
+            ax.set_ylabel("")
+        if k < n - ncol:
+            ax.set_xlabel("")
+    for ax in list(axs.flat)[n:]:
+        ax.set_visible(False)
+    multi = any(_grid(table, xkey, ykey, zkey,
+                      np.arange(len(table[zkey])) if v is None else
+                      np.nonzero(np.asarray(table[facet], float) == v)[0])[3].max() > 1 for v in vals)
+    _colorbar(fig, im, axs, _label(zkey) + (" (max over the other axes)" if multi else ""))
+    if title:
+        fig.suptitle(title, fontsize=10)
+    return fig
+
+
+DAF_LABEL = "dynamic amplification factor DAF = (max clearance − max ideal) / max ideal [-]"
+
+
+def sweep_plots(outdir, table, summary, hists, t, spec, amplified=("contact_force", "slider_acceleration"),
+                axis_paths=None):
     """Write the standard PNGs of a sweep into outdir/plots; return their relative paths.
-    amplified: the quantities whose DAF / ratio columns are mapped over the axes."""
+    amplified: the quantities whose DAF columns are mapped over the axes (the table leads with
+    DAF, so the figures do too)."""
     pdir = Path(outdir) / "plots"
     pdir.mkdir(exist_ok=True)
     written = []
     idx = pick_variants(table, int(spec["outputs"]["plot_variants"]))
     clearance = spec["joint"]["clearance_m"]
+    axes = list(summary["axes"])
+    if axis_paths is None:
+        from . import spec as specmod
+        axis_paths = [a["path"] for a in specmod.parse_axes(spec)]
+    save_every = int(summary.get("save_every") or spec["integrator"]["save_every"])
+    name = summary["name"]
     if "contact_force_N" in hists and "crank_angle_rad" in hists:
-        fig, ax = plt.subplots(figsize=(8, 4))
-        contact_force_vs_crank_angle(ax, hists, idx, table)
-        ax.set_title(f"{summary['name']}: contact force ({summary['clearance_joint']} joint)")
-        fig.tight_layout()
+        nj = np.asarray(hists["contact_force_N"]).shape[-1] if np.ndim(hists["contact_force_N"]) == 3 else 1
+        joints_ = list(summary.get("joints") or [summary.get("clearance_joint", "clearance")] * nj)
+        # one panel per plotted variant (own force scale: a 2 kN variant next to a 50 kN one
+        # would be a flat line), one column per joint
+        nv = len(idx)
+        h = 1.9 * nv + 0.9
+        fig, axs = plt.subplots(nv, nj, figsize=(9 * nj, h), squeeze=False)
+        fig.subplots_adjust(left=0.08 / nj, right=0.99, bottom=0.65 / h, top=1 - 0.62 / h, hspace=0.55, wspace=0.15)
+        for r, i in enumerate(idx):
+            for j in range(nj):
+                ax = axs[r, j]
+                contact_force_vs_crank_angle(ax, hists, [i], table, joint=j, axes=axes, legend=False)
+                ax.set_title(variant_label(table, axes, i), fontsize=8)
+                ax.set_ylabel("force [N]", fontsize=8)
+                ax.tick_params(labelsize=7)
+                if r < nv - 1:
+                    ax.set_xlabel("")
+        fig.suptitle(f"{name}: contact force at the " + " / ".join(f"{j} joint" for j in joints_[:nj]), fontsize=10)
+        fig.text(0.01, 0.01, sampling_note(t, save_every, "contact_force_block_max_N" in hists), fontsize=7,
+                 va="bottom")
         fig.savefig(pdir / "contact_force_vs_crank_angle.png", dpi=110)
         plt.close(fig)
         written.append("plots/contact_force_vs_crank_angle.png")
     if "journal_x_m" in hists and "journal_y_m" in hists:
-        fig, ax = plt.subplots(figsize=(5, 5))
-        orbits(ax, hists, idx, table, clearance)
-        ax.set_title("journal-centre orbits")
-        fig.tight_layout()
+        fig, ax = plt.subplots(figsize=(7, 7))
+        fig.subplots_adjust(left=0.12, right=0.97, bottom=0.27, top=0.95)
+        try:
+            bores = bore_boundaries(spec, table, idx, axis_paths)
+        except Exception:  # noqa: BLE001  (a profile the helper cannot rebuild: the nominal circle)
+            bores = None
+        orbits(ax, hists, idx, table, clearance, axes=axes, bores=bores)
+        jn = (summary.get("joints") or [summary.get("clearance_joint", "")])[0]
+        ax.set_title(f"{name}: journal-centre orbits / clearance" + (f" ({jn} joint)" if jn else ""), fontsize=10)
+        tt = np.asarray(t, float)
+        dts = float(tt[1] - tt[0]) if tt.size > 1 else float(tt[0])
+        fig.text(0.01, 0.01, f"orbit points every {save_every} steps ({dts * 1e6:.3g} µs): straight segments "
+                             "are the sampling, not the motion", fontsize=7, va="bottom")
         fig.savefig(pdir / "journal_orbits.png", dpi=110)
         plt.close(fig)
         written.append("plots/journal_orbits.png")
-    axes = summary["axes"]
     if len(axes) >= 2:
         for z in tuple(f"daf_{a}_steady" for a in amplified):
-            fig, ax = plt.subplots(figsize=(6, 4.5))
-            amplification_map(ax, table, axes[0], axes[1], z)
-            fig.tight_layout()
+            if z not in table:
+                continue
+            fig = amplification_maps(table, axes[0], axes[1], z, facet=axes[2] if len(axes) >= 3 else None,
+                                     title=f"{name}: {_label(z)} (DAF, steady window)")
             fig.savefig(pdir / f"map_{z}.png", dpi=110)
             plt.close(fig)
             written.append(f"plots/map_{z}.png")
     elif len(axes) == 1:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for z in (f"ratio_{amplified[0]}", f"ratio_{amplified[0]}_steady", f"ratio_{amplified[1]}_steady"):
-            ax.plot(table[axes[0]], table[z], "o-", label=z)
-        ax.set_xlabel(_label(axes[0]))
-        ax.set_ylabel("max(clearance) / max(ideal) [-]")
-        if np.min(table[axes[0]]) > 0:
+        fig, ax = plt.subplots(figsize=(9, 4.3))
+        fig.subplots_adjust(left=0.08, right=0.7, bottom=0.24, top=0.9)
+        x = np.asarray(table[axes[0]], float)
+        o = np.argsort(x)
+        for z in (f"daf_{amplified[0]}", f"daf_{amplified[0]}_steady", f"daf_{amplified[1]}_steady"):
+            if z in table:
+                ax.plot(x[o], np.asarray(table[z], float)[o], "o-", label=z)
+        ax.set_xlabel("{} [{}]".format(*_name_unit(axes[0])))
+        ax.set_ylabel("DAF [-]")
+        ax.set_title(f"{name}: {DAF_LABEL}", fontsize=8)
+        lg = _is_log(x)
+        if lg:
             ax.set_xscale("log")
-        ax.legend(fontsize=7)
-        fig.tight_layout()
+        value_ticks(ax.xaxis, x, lg)
+        _legend_outside(ax)
         fig.savefig(pdir / "amplification_vs_axis.png", dpi=110)
         plt.close(fig)
         written.append("plots/amplification_vs_axis.png")

@@ -1,6 +1,6 @@
 """Bushing (bearing) profiles as closed curves discretised by a uniform polar angle step.
 
-Seed 000 (non-circular clearance revolute joint, step 1): the bushing contour is written as a
+Xu 2015 (non-circular clearance revolute joint, step 1): the bushing contour is written as a
 trigonometric function of the polar angle θ ∈ [0°, 360°) and sampled at θ_k = 2πk/N, k = 0..N−1.
 Every constructor returns an (N, 2) array of points in metres, in the bushing frame (origin at
 the nominal bearing centre), counter-clockwise.  N is static (a Python int); all other

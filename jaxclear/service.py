@@ -213,20 +213,23 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             pl = sweep.plan(spec)
-        # Compile (or fetch from this process / the persistent cache) before the first chunk, so
-        # that 'compiling' and 'running' are told apart; sweep.run then finds it in memory.
-        # With a cluster the workers compile (their time is in the summary's compile_s).
-        compile_s = 0.0
-        if cluster is None:
-            import numpy as np
-            cs = pl.chunk_size
-            p = sweep.batch_params(spec, pl, sweep.padded(np.arange(min(cs, pl.n_variants)), sweep.exec_size(cs)))
-            _, compile_s = sweep.compiled(pl, p)
     except specmod.SpecError as e:
+        jlog.write(f"failed: {e}\n")
+        jlog.close()
         _finish(con, job_id, "failed", str(e))
         return
-    con.execute("UPDATE jobs SET status='running', compile_s=?, updated=? WHERE id=? AND status='compiling'",
-                (compile_s, time.time(), job_id))
+    compiled = {"s": 0.0}
+
+    def stage(name, **info):
+        # sweep.run compiles before its first chunk: 'compiling' and 'running' told apart, and
+        # the compile time the API reports is the one summary.json records
+        if name == "running":
+            compiled["s"] = float(info.get("compile_s") or 0.0)
+            con.execute("UPDATE jobs SET status='running', compile_s=?, updated=? WHERE id=? AND status='compiling'",
+                        (compiled["s"], time.time(), job_id))
+        jlog.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {name}"
+                   + "".join(f" {k}={v:.3g}" for k, v in info.items()) + "\n")
+
     state = {"done": 0, "t0": time.perf_counter()}
     n_steps = pl.cfg.n_steps
 
@@ -241,20 +244,29 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
             pass
         r = con.execute("SELECT cancel_requested FROM jobs WHERE id=?", (job_id,)).fetchone()
         con.execute("UPDATE jobs SET variants_done=?, variant_steps_per_s=?, eta_s=?, updated=? WHERE id=?",
-                    (min(state["done"], pl.n_variants), rate, eta, time.time(), job_id))
+                    (min(int(state["done"] + 1e-9), pl.n_variants), rate, eta, time.time(), job_id))
         if r["cancel_requested"]:
             raise JobCancelled()
 
+    def cancelled():
+        r = con.execute("SELECT cancel_requested FROM jobs WHERE id=?", (job_id,)).fetchone()
+        return bool(r and r["cancel_requested"])
+
     try:
-        _, summary, _ = sweep.run(spec, out=out, progress=progress, compile_cache=cache,
-                                  log=lambda m: jlog.write(f"{m}\n"), cluster=cluster)
+        _, summary, _ = sweep.run(spec, out=out, progress=progress, compile_cache=cache, stage=stage, cluster=cluster,
+                                  log=lambda m: jlog.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {m}\n"))
     except JobCancelled:
+        jlog.write("cancelled\n")
         _finish(con, job_id, "cancelled")
         return
     except specmod.SpecError as e:
         _finish(con, job_id, "failed", str(e))
         return
     except Exception as e:
+        if cancelled():  # JobCancelled raised inside a running chunk's progress callback
+            jlog.write("cancelled (within a chunk)\n")
+            _finish(con, job_id, "cancelled")
+            return
         jlog.write(traceback.format_exc())
         log.write(f"job {job_id} failed: {traceback.format_exc()}\n")
         _finish(con, job_id, "failed", f"{type(e).__name__}: {e}")
@@ -263,8 +275,8 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
         jlog.close()
     _finish(con, job_id, "done", None, variants_done=pl.n_variants,
             variant_steps_per_s=summary.get("variant_steps_per_s"), eta_s=0.0,
-            compile_s=compile_s + float(summary.get("compile_s") or 0.0))
-    log.write(f"job {job_id} done: {pl.n_variants} variants × {n_steps} steps, compile {compile_s:.3g} s, "
+            compile_s=float(summary.get("compile_s") or 0.0))
+    log.write(f"job {job_id} done: {pl.n_variants} variants × {n_steps} steps, compile {summary.get('compile_s', 0):.3g} s, "
               f"wall {summary['wall_s']:.3g} s\n")
 
 
@@ -513,7 +525,7 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
             c = local.con = connect(data)
         return c
 
-    app = FastAPI(title="jaxclear sweep service", version=__version__,
+    app = FastAPI(title="jaxclear sweep service", version=__version__, docs_url=None, redoc_url=None,
                   description="Submit jaxclear sweep specs (TOML or JSON), follow their progress, fetch results. "
                               "Authorization: `Bearer <token>` when the server was started with a token.")
 
@@ -603,9 +615,12 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
             if len(body) > limits.max_spec_bytes:
                 break
         raw = parse_spec(body, request.headers.get("content-type", ""), limits)
+        overrides = list(raw.get("_set") or [])
         from starlette.concurrency import run_in_threadpool
         applied, spec, pl, warns = await run_in_threadpool(validate_submission, raw, limits)
         job_id = enqueue(db(), data, applied, spec, pl, warns, limits)
+        # what was asked, as asked: the job page shows it (two jobs named alike told apart)
+        (job_dir(data, job_id) / "overrides.json").write_text(json.dumps(overrides))
         return job_record(db(), db().execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone())
 
     @app.get("/api/jobs", summary="List jobs (newest first)")
@@ -666,6 +681,12 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
         return Response(buf.getvalue(), media_type="application/zip",
                         headers={"Content-Disposition": f'attachment; filename="{job_id}-store.zip"'})
 
+    @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
+    def docs():
+        # The API reference from the OpenAPI schema, self-contained: FastAPI's Swagger page loads
+        # its scripts from a CDN and is blank offline.
+        return _page_docs(app.openapi())
+
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     def index():
         rows = db().execute("SELECT * FROM jobs ORDER BY seq DESC LIMIT 200").fetchall()
@@ -685,7 +706,8 @@ _CSS = """body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border
 td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:left}th{background:#f3f3f3}
 .bar{width:160px;height:12px;background:#eee;border-radius:3px;overflow:hidden;display:inline-block;vertical-align:middle}
 .bar>div{height:100%;background:#2a7}.failed{color:#b00}.num{text-align:right;font-variant-numeric:tabular-nums}
-img{max-width:48%;margin:4px;border:1px solid #ddd}code{background:#f3f3f3;padding:0 3px}"""
+img{max-width:48%;margin:4px;border:1px solid #ddd}code{background:#f3f3f3;padding:0 3px}
+pre{background:#f7f7f7;padding:8px;max-height:24em;overflow:auto}button{font:inherit;padding:2px 10px}"""
 
 # Live progress without a build step: poll the JSON API and patch the rows in place.
 _JS = """
@@ -731,15 +753,78 @@ def _page_index(jobs):
             + "".join(rows) + "</table>") if rows else "<p id='empty'>No jobs yet.</p>"
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>jaxclear jobs</title><style>{_CSS}</style>"
             f"</head><body><h1>jaxclear sweep service</h1><p>{len(jobs)} job(s). Submit with "
-            "<code>jaxclear submit SPEC --server URL</code>; API: <a href='/openapi.json'>OpenAPI</a>.</p>"
+            "<code>jaxclear submit SPEC --server URL</code>; API: <a href='/docs'>reference</a>, "
+            "<a href='/openapi.json'>OpenAPI</a>.</p>"
             f"{body}<script>{_JS}</script></body></html>")
+
+
+def _toml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    return repr(v)
+
+
+def spec_toml(spec: dict) -> str:
+    """A spec dict as TOML text (tables of scalars, lists and inline tables: what specs hold)."""
+    lines = []
+    for sec, tab in spec.items():
+        if not isinstance(tab, dict):
+            continue
+        lines.append(f"[{sec}]")
+        for k, v in tab.items():
+            key = json.dumps(k) if "." in k or " " in k else k
+            lines.append(f"{key} = {_toml_value(v)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+# The job page follows its job: poll the JSON API, patch the status cells, reload once at the end
+# (to show the summary, plots and downloads); the cancel button posts to the API.
+_JOB_JS = """
+const JOB = document.body.dataset.job, FINAL = ['done', 'failed', 'cancelled'];
+function fmt(v){ return (typeof v === 'number' && !Number.isInteger(v)) ? v.toPrecision(4) : (v == null ? '' : String(v)); }
+async function follow(){
+  try{
+    const r = await fetch('/api/jobs/' + JOB, {credentials: 'same-origin'});
+    if(!r.ok) return;
+    const j = await r.json();
+    for(const td of document.querySelectorAll('#status td[class]')){
+      if(td.className in j) td.textContent = fmt(j[td.className]);
+    }
+    document.querySelector('#progress>div').style.width = (100*j.progress).toFixed(1) + '%';
+    const b = document.getElementById('cancel');
+    if(b) b.disabled = FINAL.includes(j.status) || j.cancel_requested;
+    if(FINAL.includes(j.status) && !FINAL.includes(document.body.dataset.status)) location.reload();
+  }catch(e){}
+}
+async function cancelJob(){
+  const b = document.getElementById('cancel');
+  b.disabled = true;
+  const r = await fetch('/api/jobs/' + JOB + '/cancel', {method: 'POST', credentials: 'same-origin'});
+  document.getElementById('cancel-msg').textContent = r.ok ? 'cancel requested' : ('cancel refused: ' + (await r.json()).detail);
+  follow();
+}
+setInterval(follow, 1000);
+"""
 
 
 def _page_job(j, data):
     import numpy as np
     jid = j["id"]
+    final = j["status"] in FINAL
     parts = [f"<h1>{_e(j['name'])} <small>{_e(jid)}</small></h1>",
-             f"<p><a href='/'>all jobs</a></p><table id='status'>"]
+             f"<p><a href='/'>all jobs</a> · submitted {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(j['created']))}"
+             f" · spec hash <code>{_e(j['spec_hash'])}</code></p>",
+             f"<p><span class='bar' id='progress'><div style='width:{100 * j['progress']:.1f}%'></div></span> "
+             + ("" if final else "<button id='cancel' onclick='cancelJob()'"
+                + (" disabled" if j["cancel_requested"] else "") + ">Cancel job</button> ")
+             + "<span id='cancel-msg'></span></p><table id='status'>"]
     for k in ("status", "variants_done", "variants_total", "steps_per_variant", "variant_steps_per_s",
               "eta_s", "compile_s", "elapsed_s", "resumed", "error"):
         v = j[k]
@@ -747,7 +832,24 @@ def _page_job(j, data):
             v = f"{v:.4g}"
         parts.append(f"<tr><th>{k}</th><td class='{k}'>{_e(v)}</td></tr>")
     parts.append("</table>")
-    out = job_dir(data, jid) / "out"
+    if j.get("warnings"):
+        parts.append("<h2>Warnings</h2><ul id='warnings'>" + "".join(f"<li>{_e(w)}</li>" for w in j["warnings"])
+                     + "</ul>")
+    jd = job_dir(data, jid)
+    try:
+        overrides = json.loads((jd / "overrides.json").read_text())
+    except (OSError, ValueError):
+        overrides = []
+    try:
+        spec = json.loads((jd / "spec.json").read_text())
+    except (OSError, ValueError):
+        spec = {}
+    parts.append("<h2>Submitted spec</h2><p>overrides (<code>--set</code>): "
+                 + ("<span id='overrides'>" + ", ".join(f"<code>{_e(o)}</code>" for o in overrides) + "</span>"
+                    if overrides else "<span id='overrides'>none</span>")
+                 + f"</p><details open><summary>spec (overrides applied)</summary><pre id='spec'>{_e(spec_toml(spec))}"
+                 "</pre></details>")
+    out = jd / "out"
     if j["status"] == "done" and (out / "metrics.csv").exists():
         from .client import parse_csv
         table = parse_csv((out / "metrics.csv").read_text())
@@ -759,17 +861,39 @@ def _page_job(j, data):
             if v.size:
                 parts.append(f"<tr><td>{_e(k)}</td><td class='num'>{v.min():.4g}</td>"
                              f"<td class='num'>{np.median(v):.4g}</td><td class='num'>{v.max():.4g}</td></tr>")
-        parts.append("</table><h2>Plots</h2>")
+        parts.append("</table><h2>Plots</h2><div id='plots'>")
         for p in sorted((out / "plots").glob("*.png")):
-            parts.append(f"<img alt='{_e(p.name)}' src='/api/jobs/{_e(jid)}/files/plots/{_e(p.name)}'>")
-        parts.append("<h2>Downloads</h2><ul>")
+            url = f"/api/jobs/{_e(jid)}/files/plots/{_e(p.name)}"
+            parts.append(f"<a href='{url}' target='_blank'><img alt='{_e(p.name)}' title='{_e(p.name)} (full size)' "
+                         f"src='{url}'></a>")
+        parts.append("</div><h2>Downloads</h2><ul>")
         for f in list_files(data, jid):
             parts.append(f"<li><a href='/api/jobs/{_e(jid)}/files/{_e(f['path'])}'>{_e(f['path'])}</a> "
                          f"({f['bytes']} bytes)</li>")
         parts.append(f"<li><a href='/api/jobs/{_e(jid)}/store.zip'>store.zarr (zip)</a></li></ul>")
-    refresh = "" if j["status"] in FINAL else "<meta http-equiv='refresh' content='2'>"
-    return (f"<!doctype html><html><head><meta charset='utf-8'>{refresh}<title>jaxclear job {_e(jid)}</title>"
-            f"<style>{_CSS}</style></head><body>{''.join(parts)}</body></html>")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>jaxclear job {_e(jid)}</title>"
+            f"<style>{_CSS}</style></head><body data-job='{_e(jid)}' data-status='{_e(j['status'])}'>"
+            f"{''.join(parts)}<script>{_JOB_JS}</script></body></html>")
+
+
+def _page_docs(openapi: dict) -> str:
+    """The HTTP API reference (paths, methods, summaries, parameters) as one static page."""
+    parts = [f"<h1>{_e(openapi.get('info', {}).get('title'))} API <small>{_e(openapi.get('info', {}).get('version'))}"
+             "</small></h1>", f"<p>{_e(openapi.get('info', {}).get('description'))}</p>",
+             "<p>Machine-readable schema: <a href='/openapi.json'>/openapi.json</a>. Python: "
+             "<code>jaxclear.client.Client</code>; command line: <code>jaxclear submit / status / cancel</code>.</p>",
+             "<table id='endpoints'><tr><th>method</th><th>path</th><th>what</th><th>parameters</th></tr>"]
+    for path, ops in openapi.get("paths", {}).items():
+        for method, op in ops.items():
+            params = ", ".join(f"{p['name']} ({p.get('in')})" for p in op.get("parameters", []))
+            body = op.get("requestBody", {}).get("content", {})
+            if body:
+                params = (params + "; " if params else "") + "body: " + ", ".join(body)
+            parts.append(f"<tr><td><code>{_e(method.upper())}</code></td><td><code>{_e(path)}</code></td>"
+                         f"<td>{_e(op.get('summary'))}</td><td>{_e(params)}</td></tr>")
+    parts.append("</table>")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>jaxclear API</title><style>{_CSS}</style>"
+            f"</head><body>{''.join(parts)}</body></html>")
 
 
 # ------------------------------------------------------------------------------------- supervisor
@@ -791,8 +915,11 @@ class Workers:
         if env.pop("JAXCLEAR_SERVER_JAX_PLATFORMS_SET", None):  # the workers get the accelerators
             env.pop("JAX_PLATFORMS", None)
         err = open(self.data / f"worker-{i}.log", "a")
+        # No preexec_fn: running Python between fork and exec in this multithreaded (JAX, uvicorn)
+        # process can deadlock, and it forces a plain fork; without it CPython spawns the worker
+        # with posix_spawn/vfork + exec, and the worker sets its own parent-death signal.
         self.procs[i] = subprocess.Popen(cmd, env=env, stdout=err, stderr=err, stdin=subprocess.DEVNULL,
-                                         preexec_fn=_set_pdeathsig)
+                                         close_fds=True)
 
     def start(self):
         for i in range(self.n):
@@ -838,6 +965,13 @@ class Workers:
 
 def _worker_entry():
     data, i, cache, parent, cluster = (sys.argv[1:6] + [""])[:5]
+    _set_pdeathsig()
+    if os.getppid() != int(parent):  # the server died before the signal was armed
+        sys.exit(0)
+    cpu = os.environ.get("JAXCLEAR_CPU_DEVICES")
+    from . import parallel
+    parallel.set_cpu_devices(int(cpu) if cpu else None,  # every core by default, before JAX starts
+                             source=os.environ.get("JAXCLEAR_CPU_DEVICES_SOURCE"))
     sys.exit(worker_main(data, int(i), cache or None, int(parent), cluster=cluster or None))
 
 

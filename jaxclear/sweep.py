@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import __version__, mechanisms, parallel, spec as specmod, store
+from . import __version__, integrate, mechanisms, parallel, spec as specmod, store
 
 
 @dataclass(frozen=True)
@@ -229,14 +229,28 @@ def _cast(p, dtype):
     return jax.tree_util.tree_map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, p)
 
 
-def compiled(plan_: Plan, example):
+# Within-chunk progress ticks (``integrate.reporting_progress``) embed a host-callback pointer in
+# the executable, which keeps it out of the persistent compile cache (the pointer differs per
+# process).  "auto" ticks only chunks long enough for a silent bar to matter.
+TICK_MIN_VARIANT_STEPS = 20_000_000
+
+
+def wants_ticks(plan_: Plan, ticks="auto", compile_cache=True):
+    """Whether the chunk function reports save-block progress: ``ticks`` True/False, or "auto":
+    when a chunk has >= TICK_MIN_VARIANT_STEPS variant-steps or the compile cache is off."""
+    if ticks != "auto":
+        return bool(ticks)
+    return compile_cache is False or plan_.chunk_size * plan_.cfg.n_steps >= TICK_MIN_VARIANT_STEPS
+
+
+def compiled(plan_: Plan, example, ticks=False):
     """jit(vmap(simulate)) lowered and compiled for the chunk shape, cached per Config in this
     process (and across processes by the persistent compile cache, ``parallel``); with several
     local devices the variant axis is sharded over them (``parallel.variant_sharding``).
     Returns (compiled function, seconds spent compiling now: 0 on an in-process hit)."""
     nd = jax.local_device_count()
     key = (plan_.mechanism, plan_.cfg, plan_.dtype, nd, jax.tree_util.tree_structure(example),
-           tuple(x.shape for x in jax.tree_util.tree_leaves(example)))
+           tuple(x.shape for x in jax.tree_util.tree_leaves(example)), bool(ticks))
     if key in _CACHE:
         return _CACHE[key], 0.0
     mech = plan_.mech
@@ -248,7 +262,11 @@ def compiled(plan_: Plan, example):
     else:
         fn = jax.jit(sim)
     t0 = time.perf_counter()
-    _CACHE[key] = fn.lower(example).compile()
+    if ticks:
+        with integrate.reporting_progress():  # the chunk reports its save blocks (progress bar)
+            _CACHE[key] = fn.lower(example).compile()
+    else:
+        _CACHE[key] = fn.lower(example).compile()
     return _CACHE[key], time.perf_counter() - t0
 
 
@@ -291,10 +309,10 @@ def _pending_chunks(st, n_chunks):
     return [int(i) for i in np.nonzero(~store.done_flags(st))[0]]
 
 
-def _execute_chunk(pl, p):
+def _execute_chunk(pl, p, ticks=False):
     """Run the compiled sweep function on one padded chunk ``p`` (leading axis chunk_size) and
     return its Result once computed (the unit a multi-device runner places per device)."""
-    fn, _ = compiled(pl, p)
+    fn, _ = compiled(pl, p, ticks)
     if jax.local_device_count() > 1:
         p = jax.device_put(p, parallel.variant_sharding())
     res = fn(p)
@@ -302,22 +320,33 @@ def _execute_chunk(pl, p):
     return res
 
 
-def compute_chunk(spec, pl, ci, st=None):
+def compute_chunk(spec, pl, ci, st=None, tick=False, on_compiled=None, progress=None):
     """Compute sweep chunk ``ci`` and, with a store ``st``, write it there: data first, its
     ``chunk_done`` flag last (the one write path of local, multi-host and cluster runs).
     Returns (metrics, histories, stats) for the chunk's real variants; stats: chunk, variants,
-    compile_s (0 when the function was already compiled in this process), run_s."""
+    compile_s (0 when the function was already compiled in this process), run_s.
+    progress(n): the chunk's variants as they complete (fractional from save-block ticks when
+    ``tick``); on_compiled(compile_s): called between compiling and running."""
     idx = _chunk_indices(ci, pl.chunk_size, pl.n_variants)
     p = batch_params(spec, pl, padded(idx, exec_size(pl.chunk_size)))
-    _, c_s = compiled(pl, p)
+    _, c_s = compiled(pl, p, tick)
+    if on_compiled is not None:
+        on_compiled(c_s)
     t0 = time.perf_counter()
-    res = _execute_chunk(pl, p)
+    ticks_ = _ChunkProgress(progress, len(idx)) if progress else None
+    integrate.set_progress(ticks_ if tick else None)
+    try:
+        res = _execute_chunk(pl, p, tick)
+    finally:
+        integrate.set_progress(None)
     r_s = time.perf_counter() - t0
     m = chunk_metrics(spec, pl, p, res, len(idx))
     hh = {name: np.asarray(v)[: len(idx)] for name, v in res.history.items()}
     if st is not None:
         store.write_chunk(st, ci, m, hh)  # data first ...
         store.mark_done(st, ci)           # ... the flag last
+    if ticks_ is not None:
+        ticks_.finish()
     return m, hh, {"chunk": int(ci), "variants": len(idx), "compile_s": c_s, "run_s": r_s}
 
 
@@ -387,8 +416,40 @@ def _check_other_spec(outdir, h, force):
             "use --force to delete them and rerun (force=True from Python), or choose another --out")
 
 
+class _ChunkProgress:
+    """Turns the save-block ticks of a running chunk (``integrate.set_progress``) into fractional
+    ``progress(n)`` calls, so a bar moves within a chunk; ``finish`` reports the rest.  The tick
+    carries the number of blocks done, so a tick seen once per device counts once."""
+
+    def __init__(self, progress, n_real):
+        self.progress, self.n_real = progress, n_real
+        self.blocks, self.sent = 0, 0.0
+
+    def __call__(self, done, total):
+        self.blocks = max(self.blocks, done)
+        frac = min(1.0, self.blocks / total)
+        inc = frac * self.n_real - self.sent
+        if inc > 0 and frac < 1.0:  # the last part comes with the chunk's results
+            self.sent += inc
+            self.progress(inc)
+
+    def finish(self):
+        if self.n_real - self.sent > 0:
+            self.progress(self.n_real - self.sent)
+        self.sent = self.n_real
+
+
+def _previous_summary(outdir, h):
+    """summary.json of the run that computed a finished store (same spec hash), else None."""
+    try:
+        s = json.loads((Path(outdir) / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return s if s.get("spec_hash") == h else None
+
+
 def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=False, compile_cache=True,
-        cluster=None):
+        stage=None, ticks="auto", cluster=None):
     """Run a sweep; return (metrics dict of columns, summary dict, histories dict).
 
     With ``out`` the results go to that directory: ``store.zarr`` (the chunked result store,
@@ -403,6 +464,12 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
     cluster: a Dask scheduler address ("tcp://host:8786"), a scheduler file, "local[:N]" or a
     ``distributed.Client``: every pending chunk becomes a task on its workers, which write into
     the store at ``out`` (required, on a file system they share); ``jaxclear.cluster``.
+    progress(n): called as variants complete, with fractional n while a chunk runs (save-block
+    ticks from the compiled function); stage(name, **info): "compiling" before the chunk
+    function is built, "running" (compile_s=...) after, "plotting", "done".  ticks: True, False
+    or "auto" (``wants_ticks``): the fractional within-chunk updates.
+    A rerun of a finished directory keeps the timings of the run that computed its chunks in
+    summary.json and records itself under ``rerun``.
     """
     cache_dir = parallel.enable_compile_cache(None if compile_cache is True else compile_cache)
     spec = spec_or_path if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path else specmod.load(spec_or_path, overrides)
@@ -452,16 +519,29 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
     compile_s = 0.0
     run_s = 0.0
     steps_done = 0
+    stage = stage or (lambda name, **info: None)
+    prev = _previous_summary(outdir, h) if (outdir and not pending_all) else None
+    tick = bool(progress) and wants_ticks(pl, ticks, compile_cache)
     t_loop = time.perf_counter()
     cstats = None
     try:
         if cluster is not None:  # every pending chunk a task on a Dask cluster (jaxclear.cluster)
             from . import cluster as cluster_mod
+            stage("running", compile_s=0.0)
             cstats = cluster_mod.compute_pending(cluster, spec, pl, h, outdir, pending, done=done, progress=progress,
                                                  plog=plog, log=log, compile_cache=compile_cache)
             steps_done, run_s, compile_s = cstats["steps"], cstats["run_s"], cstats["compile_s"]
         for k, ci in enumerate(pending if cluster is None else ()):
-            m, hh, cst = compute_chunk(spec, pl, ci, st)
+            if k == 0:
+                stage("compiling")
+                log(f"compiling the chunk function ({cs_exec} variants × {pl.cfg.n_steps} steps) ...")
+
+            def on_compiled(c_s, first=(k == 0)):
+                if first:
+                    log(f"compiled in {c_s:.2f} s" if c_s > 0 else "compiled function reused from this process")
+                    stage("running", compile_s=c_s)
+
+            m, hh, cst = compute_chunk(spec, pl, ci, st, tick=tick, on_compiled=on_compiled, progress=progress)
             if st is None:
                 mem[ci] = (m, hh)
             compile_s += cst["compile_s"]
@@ -473,8 +553,6 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
                 per_chunk = max(el - compile_s, 0.0) / (k + 1)
                 write_progress(plog, ci, pi, done, B, el, (steps_done / run_s) if run_s > 0 else None,
                                per_chunk * (len(pending) - k - 1))
-            if progress:
-                progress(cst["variants"])
     finally:
         if plog is not None:
             plog.close()
@@ -502,16 +580,28 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
         "variant_steps_per_s": rate,
         "device_kind": dev[0].device_kind, "device_platform": dev[0].platform, "device_count": len(dev),
         "local_device_count": jax.local_device_count(), "process_count": pc,
+        "cpu_devices": parallel.cpu_devices_choice(),
         "executed_chunk_size": int(cs_exec), "compile_cache": str(cache_dir) if cache_dir else None,
         "precision": pl.dtype, "scheme": pl.cfg.scheme, "mechanism": pl.mechanism, **_describe(spec, pl),
         "failed_variants": failed, "axes": [specmod.column_name(p) for p in pl.paths],
+        "joints": list(pl.mech.joint_names(pl.cfg)),
         "python": platform.python_version(), "jax": jax.__version__,
     }
     if cstats is not None:
         summary.update(cluster=cstats["address"], cluster_workers=cstats["workers"],
                        chunks_retried=cstats["retried"])
+    if prev is not None:
+        # nothing computed now: keep the figures of the run that computed the chunks, report this one apart
+        rerun = {k: summary[k] for k in ("wall_s", "chunks_reused", "chunks_computed", "version", "device_count")}
+        rerun["time"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        summary = {**prev, "rerun": rerun}
+        summary.pop("plots", None)
+        summary.pop("plot_s", None)
     if outdir and lead:
+        stage("plotting")
+        log(f"writing metrics.csv, summary.json{', plots/' if spec['outputs']['plots'] else ''} ...")
         summary = write_outputs(outdir, spec, table, summary, hists, _times(pl))
+    stage("done")
     return table, summary, hists
 
 
@@ -640,11 +730,28 @@ class Results:
         """Inputs then metrics: the columns of metrics.csv."""
         return {**self.inputs, **self.metrics}
 
+    def to_pandas(self):
+        """The metrics table (inputs then metrics, as metrics.csv) as a ``pandas.DataFrame``
+        indexed by variant (ImportError with the install hint when pandas is missing)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError("Results.to_pandas() needs pandas: pip install pandas (or 'jaxclear[io]')") from None
+        df = pd.DataFrame({k: np.asarray(v) for k, v in self.table.items()})
+        df.index.name = "variant"
+        return df
+
+    def to_xarray(self, unstack=True):
+        """``to_xarray(self, unstack)``."""
+        return to_xarray(self, unstack=unstack)
+
 
 def load(out, as_xarray=False, histories=True):
     """Read a sweep directory (or its store.zarr) back: a ``Results``, or with ``as_xarray`` an
-    ``xarray.Dataset`` (dims variant, time, joint; inputs as variant coordinates).  An incomplete
-    store loads too: ``missing_chunks`` lists the chunks not done."""
+    ``xarray.Dataset`` (``to_xarray``: a grid sweep has one dimension per swept column, so
+    ``ds.sel(clearance_m=1e-4, crank_speed_rpm=3000)`` works; other sweeps keep a flat
+    ``variant`` dimension).  An incomplete store loads too: ``missing_chunks`` lists the chunks
+    not done."""
     g = store.open(out, mode="r")
     r = store.read(g, histories=histories)
     at = r["attrs"]
@@ -659,8 +766,23 @@ def load(out, as_xarray=False, histories=True):
     return to_xarray(res) if as_xarray else res
 
 
-def to_xarray(res: Results):
-    """Results -> xarray.Dataset (ImportError with the install hint when xarray is missing)."""
+def is_full_grid(inputs) -> bool:
+    """Whether the swept columns form a full Cartesian grid (each combination once)."""
+    if not inputs:
+        return False
+    cols = [np.asarray(v, float) for v in inputs.values()]
+    n = len(cols[0])
+    if math.prod(len(np.unique(c)) for c in cols) != n:
+        return False
+    return len(np.unique(np.stack(cols, axis=1), axis=0)) == n
+
+
+def to_xarray(res: Results, unstack=True):
+    """Results -> xarray.Dataset (ImportError with the install hint when xarray is missing).
+
+    Dims variant, time, joint; with ``unstack`` and a full grid of swept values (``is_full_grid``)
+    the variant dimension is replaced by one dimension per swept column (sorted values), the
+    variant number kept as the data variable ``variant``."""
     try:
         import xarray as xr
     except ImportError:
@@ -677,9 +799,15 @@ def to_xarray(res: Results):
     for c, v in res.histories.items():
         data[c] = (("variant", "time") if v.ndim == 2 else ("variant", "time", "joint"), v)
     at = res.attrs
-    return xr.Dataset(data, coords=coords, attrs={
+    ds = xr.Dataset(data, coords=coords, attrs={
         "name": at["name"], "spec_hash": at["spec_hash"], "jaxclear_version": at["version"],
         "spec": at["spec"], "chunk_size": at["chunk_size"], "missing_chunks": res.missing_chunks})
+    if unstack and len(res.inputs) >= 1 and is_full_grid(res.inputs):
+        ds = ds.assign(variant_number=("variant", np.arange(n)))
+        ds = ds.set_index(variant=list(res.inputs)).unstack("variant")
+        ds = ds.rename({"variant_number": "variant"})
+        ds = ds.transpose(*list(res.inputs), ...)
+    return ds
 
 
 def _done_subset(res: Results):
@@ -697,7 +825,8 @@ def plot_results(out, res: Results | None = None):
         return []
     table, hists = _done_subset(res)
     summary = {"name": res.attrs["name"], "mechanism": spec["model"]["mechanism"],
-               "axes": list(res.attrs["axes"])}
+               "axes": list(res.attrs["axes"]), "joints": list(res.attrs["joints"]),
+               "save_every": res.attrs.get("save_every")}
     if "clearance_joint" in spec["model"]:
         summary["clearance_joint"] = spec["model"]["clearance_joint"]
     return _plots(Path(out) if Path(out).name != store.NAME else Path(out).parent, spec, table, summary,

@@ -1,5 +1,5 @@
 """Windowed contact detection (contact.detect_window, profile.window_points): equal to the full
-seed-000 pass whenever it does not flag an overflow, and flagging when it should."""
+Xu (2015) pass whenever it does not flag an overflow, and flagging when it should."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""The four-bar with a coupler–follower clearance joint (seed 001): ideal kinematics and
+"""The four-bar with a coupler–follower clearance joint (Zheng et al.): ideal kinematics and
 inverse dynamics, the small-clearance limit, static equilibrium, and the sweep entry point."""
 
 import jax
@@ -28,7 +28,7 @@ def test_ideal_loop_closes_and_rates_are_derivatives():
 
 
 def test_amplification_vanishes_as_the_clearance_closes():
-    # The seed-001 run (ramp to 50π rad/s over 0.12 s, 0.14 s): the amplification factors of
+    # The run of Zheng et al. (ramp to 50π rad/s over 0.12 s, 0.14 s): the amplification factors of
     # the last crank revolution fall towards 0 as c -> 0 (measured DE_F = 6.3, 0.61, 0.002 and
     # DE_α = 8.6, 0.90, 0.012 at c = 100, 5, 1 µm).  A sudden start at full speed rings the
     # contact instead (no convergence within a few ms), hence the full ramp.

@@ -373,17 +373,21 @@ def _chromium():
     pytest.skip("no /usr/bin/chromium (apt-get install chromium)")
 
 
+def _browser(p, exe, tmp_path):
+    """Headless Chromium with a fresh profile (Playwright passes it as --user-data-dir)."""
+    return p.chromium.launch_persistent_context(
+        str(tmp_path / "profile"), executable_path=exe, headless=True, viewport={"width": 1200, "height": 900},
+        args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+              "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+
+
 def test_html_pages_in_headless_chromium(server, client, tmp_path):
     exe = _chromium()
     pw = pytest.importorskip("playwright.sync_api")
     import matplotlib.image as mpimg
     with_plots = TINY.replace("plots = false", "plots = true\nplot_variants = 2").replace('"tiny"', '"page"')
     with pw.sync_playwright() as p:
-        # a fresh profile: Playwright passes it as --user-data-dir
-        browser = p.chromium.launch_persistent_context(
-            str(tmp_path / "profile"), executable_path=exe, headless=True, viewport={"width": 1200, "height": 900},
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        browser = _browser(p, exe, tmp_path)
         page = browser.new_page()
         page.goto(server.url + f"/?token={TOKEN}")  # token -> cookie, then redirected to /
         assert page.url.rstrip("/") == server.url and "jaxclear sweep service" in page.content()
@@ -394,11 +398,14 @@ def test_html_pages_in_headless_chromium(server, client, tmp_path):
         page.wait_for_function(f"document.querySelector('#job-{job.id} .status').textContent == 'done'",
                                timeout=120000)
         assert page.locator(f"#job-{job.id} .done").text_content() == "4/4"
+        # summary.json records the compile time the API reports (the worker no longer compiles apart)
+        summ = job.summary()
+        assert summ["compile_s"] == pytest.approx(job.status()["compile_s"], rel=1e-9)
         page.screenshot(path=str(tmp_path / "jobs.png"), full_page=True)
         page.click(f"a[href='/jobs/{job.id}']")
         page.wait_for_selector("#summary")
         assert page.locator("#summary td", has_text="peak_contact_force_N").count() >= 1
-        imgs = page.locator("img")
+        imgs = page.locator("#plots a > img")  # plots are links to the full-size files
         assert imgs.count() >= 2
         page.wait_for_function("Array.from(document.images).every(i => i.complete && i.naturalWidth > 100)")
         page.screenshot(path=str(tmp_path / "job.png"), full_page=True)
@@ -428,3 +435,38 @@ def test_without_token_only_localhost_names_are_served(dirs):
         assert Client(s.url).jobs() == []
     finally:
         s.stop()
+
+
+def test_job_page_follows_a_running_job_cancels_it_and_docs_work_offline(server, client, tmp_path):
+    """The job page patches its status while the job runs (no reload: a marker set in the page
+    survives), shows the submitted spec and its overrides, and its Cancel button stops the job;
+    /docs is a self-contained page (no CDN)."""
+    exe = _chromium()
+    pw = pytest.importorskip("playwright.sync_api")
+    job = client.submit(LONG.replace('"long"', '"follow"'), set=["laws.restitution=0.55"])
+    with pw.sync_playwright() as p:
+        browser = _browser(p, exe, tmp_path)
+        page = browser.new_page()
+        external = []
+        page.on("request", lambda r: external.append(r.url) if not r.url.startswith(server.url) else None)
+        page.goto(server.url + f"/jobs/{job.id}?token={TOKEN}")
+        assert "laws.restitution=0.55" in page.locator("#overrides").text_content()
+        assert "restitution = 0.55" in page.locator("#spec").text_content()
+        page.evaluate("window.__kept = 1")
+        page.wait_for_function("document.querySelector('#status td.status').textContent == 'running' && "
+                               "Number(document.querySelector('#status td.variants_done').textContent) >= 2",
+                               timeout=180000)
+        assert page.evaluate("window.__kept") == 1  # patched in place, not reloaded
+        page.click("#cancel")
+        page.wait_for_function("document.querySelector('#status td.status') && "
+                               "document.querySelector('#status td.status').textContent == 'cancelled'",
+                               timeout=60000)
+        page.goto(server.url + "/docs")
+        rows = page.locator("#endpoints tr")
+        assert rows.count() > 8 and page.locator("#endpoints", has_text="/api/jobs/{job_id}/cancel").count() == 1
+        browser.close()
+    assert external == []
+    s = job.status()
+    assert s["status"] == "cancelled" and 0 < s["variants_done"] < s["variants_total"]
+    log = (Path(server.data) / "jobs" / job.id / "job.log").read_text()
+    assert "compiling" in log and "running compile_s=" in log

@@ -123,7 +123,7 @@ def test_two_joints_raise_peaks_over_one():
 
 
 def test_point_profile_of_a_circle_matches_the_analytic_joint():
-    # Seed-000 point detection with sub-grid refinement on a circular bushing against the
+    # Xu (2015) point detection with sub-grid refinement on a circular bushing against the
     # analytic circle: same first-impact peak force to 1e-4.
     c = 0.5e-3
     n = 400

@@ -1,5 +1,5 @@
-"""Several clearance joints at once (seed 001, §3.2, Fig. 9): the slider-crank with clearance at
-the crank–rod and rod–slider joints against the rod–slider joint alone, on the seed's run
+"""Several clearance joints at once (Zheng et al., §3.2, Fig. 9): the slider-crank with clearance at
+the crank–rod and rod–slider joints against the rod–slider joint alone, on the run of Zheng et al.
 (5000 rpm after a 0.024 s ramp, 0.096 s), through the two specs of sweeps/."""
 
 import tomllib
@@ -27,7 +27,7 @@ def runs():
 
 
 def test_two_joints_raise_the_peaks(runs):
-    # Seed 001: "multiple clearance joints increase the peaks of the slider acceleration and of
+    # Zheng et al.: "multiple clearance joints increase the peaks of the slider acceleration and of
     # the contact force considerably".  Measured at c = 0.25 mm: 8.72e4 -> 1.05e5 m/s² and
     # 1.36e4 -> 2.91e4 N over the last two revolutions.
     one, two = runs
@@ -37,7 +37,7 @@ def test_two_joints_raise_the_peaks(runs):
 
 
 def test_journal_motion_is_classified_per_joint(runs):
-    # Seed 001: with two clearance joints the rod–slider journal (joint 3) flies freely more and
+    # Zheng et al.: with two clearance joints the rod–slider journal (joint 3) flies freely more and
     # over a wider range, the crank–rod journal (joint 2) stays mainly in contact.
     one, two = runs
     for nm in ("crank_rod", "rod_slider"):

@@ -630,7 +630,7 @@ def plots(outdir, spec, table, summary, hists, t):
                 "k--", lw=1.0, label="ideal")
         ax.set_ylabel(lab)
     axs[0].legend(fontsize=7)
-    axs[0].set_title(f"{summary['name']}: last crank revolution (seed 001 Fig. 6)")
+    axs[0].set_title(f"{summary['name']}: last crank revolution (as Fig. 6 of Zheng et al.)")
     axs[-1].set_xlabel("crank angle [deg]")
     fig.tight_layout()
     pdir = Path(outdir) / "plots"
