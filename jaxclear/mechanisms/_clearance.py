@@ -270,3 +270,12 @@ def check_bushing(jc: joints.JointConfig, jp: joints.JointParams, name):
                         f"comes within {rmin[i]:.6g} m of its centre, not larger than "
                         f"joint.journal_radius_m = {rj[i]:.6g}: the journal must be smaller than "
                         "the bearing")
+
+
+def check_dt(cfg, bound, name):
+    """SpecError naming the first variant whose stable step ``bound`` [s] is below cfg.dt."""
+    if np.any(cfg.dt > bound):
+        i = int(np.argmin(bound))
+        raise SpecError(f"integrator.dt_s = {cfg.dt:g} exceeds the stability bound {bound[i]:.3g} s of "
+                        f"scheme {cfg.scheme!r} ({name(i)}; "
+                        "contact stiffness and masses, see integrate.stability_bound); reduce dt_s")
