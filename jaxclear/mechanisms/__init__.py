@@ -119,28 +119,6 @@ def register(name, module):
     spec.schema.cache_clear()
 
 
-class _Lazy(dict):
-    """``MECHANISMS[name]`` -> module, imported on access (kept for older callers)."""
-
-    def __getitem__(self, name):
-        return get(name)
-
-    def __iter__(self):
-        return iter(REGISTRY)
-
-    def __contains__(self, name):
-        return name in REGISTRY
-
-    def __len__(self):
-        return len(REGISTRY)
-
-    def keys(self):
-        return REGISTRY.keys()
-
-
-MECHANISMS = _Lazy()
-
-
 def float_params(cls, base: dict, overrides: dict, what: str):
     """``cls(**fields)`` from the defaults ``base`` updated by ``overrides``, every field cast
     to the default float dtype (arrays allowed); an unknown override is a TypeError naming it,
