@@ -67,7 +67,7 @@ def steps_and_saves(t_end: float, dt: float, save_every: int) -> tuple[int, int]
     """(n_steps, n_saves) of a run over ``t_end`` [s] at step ``dt`` [s]: the whole steps that
     cover t_end (at least 1; t_end = k·dt to 1e-9 of a step is k steps, not k + 1) and the save
     blocks of ``save_every`` steps that cover those (``simulate`` runs n_saves·save_every ≥
-    n_steps steps)."""
+    n_steps steps).  A run counted in steps is ``steps_and_saves(n, 1, save_every)``."""
     n_steps = max(1, math.ceil(t_end / dt - 1e-9))
     return n_steps, max(1, math.ceil(n_steps / save_every))
 

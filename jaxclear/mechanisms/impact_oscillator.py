@@ -385,7 +385,8 @@ def make_config(spec, t_end) -> Config:
     N = it["steps_per_period"]
     n_per = it["transient_periods"] + it["record_periods"]
     return Config(steps_per_period=N, n_transient=it["transient_periods"],
-                  n_saves=it["record_periods"] * N // it["save_every"], save_every=it["save_every"],
+                  n_saves=integrate.steps_and_saves(it["record_periods"] * N, 1, it["save_every"])[1],
+                  save_every=it["save_every"],
                   normal_law=spec["contact"]["law"], friction=spec["friction"]["model"],
                   outputs=tuple(spec["outputs"]["histories"]), scheme=it["scheme"],
                   dt=t_end / (n_per * N)).validate()
