@@ -65,10 +65,10 @@ E_MOD, NU = 207e9, 0.3
 V0, V1 = 1e-4, 1e-3
 RPM = 5000.0
 OMEGA = RPM * 2.0 * math.pi / 60.0
-DDM_FLOOR = 1e-4        # impact velocity captured at onset is floored (joints._DDM_FLOOR)
+DDM_FLOOR = 1e-4        # impact velocity captured at onset is floored (joints: laws.IMPACT_VELOCITY_FLOOR)
 V_FLOOR = 1e-4          # floor on |δ̇⁻| inside the law (laws.IMPACT_VELOCITY_FLOOR)
 E_FLOOR = 1e-6          # restitution clip (laws.RESTITUTION_FLOOR)
-assert DDM_FLOOR == joints._DDM_FLOOR and V_FLOOR == laws.IMPACT_VELOCITY_FLOOR
+assert DDM_FLOOR == V_FLOOR == laws.IMPACT_VELOCITY_FLOOR
 assert E_FLOOR == laws.RESTITUTION_FLOOR
 
 

@@ -34,9 +34,11 @@ import jax
 import jax.numpy as jnp
 
 from jaxclear._math import safe_norm, safe_sqrt
+from jaxclear.laws import IMPACT_VELOCITY_FLOOR
 
-__all__ = ["ContactRegions", "WindowRegions", "detect", "detect_deepest", "detect_window",
-           "window_start", "update_impact_memory"]
+__all__ = ["ContactRegions", "WindowRegions", "detect", "detect_deepest", "detect_deepest_words",
+           "detect_window", "window_start", "update_impact_memory", "region_impact_memory",
+           "deepest_impact_memory", "window_impact_memory"]
 
 
 class ContactRegions(NamedTuple):
@@ -304,11 +306,12 @@ def detect_deepest(points, pin_center, pin_radius, refine: bool = False) -> Cont
     popcounts.  No labels, no scatters: the fast path of a joint with ``max_regions = 1``.
     ``labels`` is 0 on points in contact and 1 elsewhere.
     """
-    return _deepest(points, pin_center, pin_radius, refine)[0]
+    return detect_deepest_words(points, pin_center, pin_radius, refine)[0]
 
 
-def _deepest(points, pin_center, pin_radius, refine):
-    """``detect_deepest`` and the mask words (int32, ``pack_mask``) it computed on the way."""
+def detect_deepest_words(points, pin_center, pin_radius, refine: bool = False):
+    """``detect_deepest`` and the mask words (int32, ``pack_mask``) it computed on the way
+    (the joint hands them to ``deepest_impact_memory`` instead of packing the mask twice)."""
     p, c, R = _checked_inputs(points, pin_center, pin_radius, 1)
     n = p.shape[0]
     dist2 = jax.lax.stop_gradient((p[:, 0] - c[0]) ** 2 + (p[:, 1] - c[1]) ** 2)
@@ -347,14 +350,14 @@ def pack_mask(mask, dtype=jnp.float64):
     return jnp.sum(bits, axis=-1, dtype=jnp.int32).astype(dtype)
 
 
-def deepest_impact_memory(regions: ContactRegions, memory, region_delta_dot, floor: float = 1e-6,
-                          words=None):
+def deepest_impact_memory(regions: ContactRegions, memory, region_delta_dot,
+                          floor: float = IMPACT_VELOCITY_FLOOR, words=None):
     """Impact-velocity memory δ̇⁻ of the one-slot ``detect_deepest``.
 
     memory = [δ̇⁻ of the previous step (0: no contact), the previous contact mask as
     ``pack_mask`` words].  The region continues a previous contact when some point is in
     contact at both steps (a bitwise AND of the words) and then keeps its δ̇⁻; otherwise it is a
-    new impact with max(δ̇, floor).  Equals ``_impact_memory`` (per-point memory) wherever
+    new impact with max(δ̇, floor).  Equals ``region_impact_memory`` (per-point memory) wherever
     n_regions <= 1 at both steps.  ``words``: the current mask already packed (int32), e.g.
     by ``detect_deepest``; else packed here.  Returns (δ̇⁻ (1,), new memory, inherited (1,)).
     """
@@ -371,23 +374,26 @@ def deepest_impact_memory(regions: ContactRegions, memory, region_delta_dot, flo
     return out, jnp.concatenate([out, words]), has
 
 
-def update_impact_memory(regions: ContactRegions, prev_mask, point_memory, region_delta_dot, floor: float = 1e-6):
-    """Impact-velocity memory by region overlap; see ``_impact_memory`` (drops its third output,
-    the (K,) mask of regions that continue a previous contact)."""
-    out, new_mem, _ = _impact_memory(regions, prev_mask, point_memory, region_delta_dot, floor)
+def update_impact_memory(regions: ContactRegions, prev_mask, point_memory, region_delta_dot,
+                         floor: float = IMPACT_VELOCITY_FLOOR):
+    """Impact-velocity memory by region overlap; see ``region_impact_memory`` (drops its third
+    output, the (K,) mask of regions that continue a previous contact)."""
+    out, new_mem, _ = region_impact_memory(regions, prev_mask, point_memory, region_delta_dot, floor)
     return out, new_mem
 
 
-def _impact_memory(regions: ContactRegions, prev_mask, point_memory, region_delta_dot, floor: float = 1e-6):
+def region_impact_memory(regions: ContactRegions, prev_mask, point_memory, region_delta_dot,
+                         floor: float = IMPACT_VELOCITY_FLOOR):
     """Impact-velocity memory δ̇⁻ by overlap of contact regions between two steps.
 
     point_memory (N,) holds δ̇⁻ (m/s) per profile point from the previous step (0 off contact).
     A current region inherits the max of point_memory over its points that were in contact at
     the previous step too (prev_mask ∧ mask, memory > 0); a region with no such point is a new
-    impact and takes its current approach speed region_delta_dot (K,), clamped to ≥ ``floor``.
-    The region value is written back to all its points; points off contact (or in overflow
-    regions beyond K) get 0.  Returns (region_delta_dot_minus (K,), new_point_memory (N,)),
-    0 in inactive slots.  δ̇ = n·(ċ_pin − ṗ_point).
+    impact and takes its current approach speed region_delta_dot (K,), clamped to ≥ ``floor``
+    (default ``laws.IMPACT_VELOCITY_FLOOR``, the floor the hysteresis laws apply).  The region
+    value is written back to all its points; points off contact (or in overflow regions beyond
+    K) get 0.  Returns (region_delta_dot_minus (K,), 0 in inactive slots; new_point_memory (N,);
+    inherited (K,) bool, the regions that continue a previous contact).  δ̇ = n·(ċ_pin − ṗ_point).
     """
     labels = regions.labels
     K = regions.depth.shape[0]
@@ -534,8 +540,8 @@ def detect_window(points, pin_center, pin_radius, max_regions: int, window: int,
 
 
 def window_impact_memory(regions: WindowRegions, memory, region_delta_dot, n_points: int,
-                         floor: float = 1e-6, max_shift: int = 2):
-    """``_impact_memory`` on a window; memory (W + 1,) = δ̇⁻ [m/s] at the previous window's
+                         floor: float = IMPACT_VELOCITY_FLOOR, max_shift: int = 2):
+    """``region_impact_memory`` on a window; memory (W + 1,) = δ̇⁻ [m/s] at the previous window's
     points, then that window's start index (stored as a float).
 
     The previous window is aligned to the current one by the shift σ = start − start_prev

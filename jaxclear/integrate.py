@@ -21,6 +21,12 @@ Saving: a nested scan (outer over saves, inner over ``save_every`` steps) so the
 is O(steps/save_every); ``reduce(acc, out, i)`` folds *every* step into running metrics
 (peaks are exact, not decimated).  Time is t = i·dt (never accumulated).
 
+Stages: every step is cut into named stages (``jax.named_scope``, the ``STAGES`` names, opened
+with ``stage``): the model's ``kinematics``, ``contact_detection``, ``contact_laws`` and
+``equations_of_motion``, this module's ``integrator_update`` (drift and kicks),
+``metrics_reduce`` (``reduce``) and ``history_save`` (``save``), so an XLA profile (Perfetto,
+TensorBoard) or the lowered HLO's op names show where a step's time goes.
+
 Stability: for a contact of linearised stiffness k_c on mass m (ω_c = √(k_c/m)) the schemes are
 stable for ω_c·dt < 2 (leapfrog, symplectic Euler) and ω_c·dt < 2.785 (RK4); see
 ``stability_bound``.
@@ -28,6 +34,7 @@ stable for ω_c·dt < 2 (leapfrog, symplectic Euler) and ω_c·dt < 2.785 (RK4);
 
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple
 
 import jax
@@ -35,6 +42,8 @@ import jax.numpy as jnp
 import numpy as np
 
 SCHEMES = ("leapfrog", "symplectic_euler", "rk4", "moreau_midpoint")
+STAGES = ("kinematics", "contact_detection", "contact_laws", "equations_of_motion",
+          "integrator_update", "metrics_reduce", "history_save")
 _OMEGA_DT_MAX = {"leapfrog": 2.0, "symplectic_euler": 2.0, "rk4": 2.785, "moreau_midpoint": 2.0}
 
 
@@ -54,6 +63,23 @@ def stability_bound(scheme: str, stiffness_lin, mass):
     return _OMEGA_DT_MAX[scheme] / jnp.sqrt(stiffness_lin / mass)
 
 
+def steps_and_saves(t_end: float, dt: float, save_every: int) -> tuple[int, int]:
+    """(n_steps, n_saves) of a run over ``t_end`` [s] at step ``dt`` [s]: the whole steps that
+    cover t_end (at least 1; t_end = k·dt to 1e-9 of a step is k steps, not k + 1) and the save
+    blocks of ``save_every`` steps that cover those (``simulate`` runs n_saves·save_every ≥
+    n_steps steps).  A run counted in steps is ``steps_and_saves(n, 1, save_every)``."""
+    n_steps = max(1, math.ceil(t_end / dt - 1e-9))
+    return n_steps, max(1, math.ceil(n_steps / save_every))
+
+
+def stage(name: str):
+    """``jax.named_scope`` of one of the ``STAGES`` of a step (a typo is an error, not a new
+    name in the profile)."""
+    if name not in STAGES:
+        raise ValueError(f"stage {name!r}; allowed: {', '.join(STAGES)}")
+    return jax.named_scope(name)
+
+
 def _time(i, h, like):
     """t = i·dt in the state's dtype (never accumulated; keeps float32 runs in float32)."""
     return (i * h).astype(like.dtype)
@@ -67,36 +93,53 @@ def make_step(scheme: str, accel: Callable, drift: Callable, dt: float):
     """
     h = dt
 
+    # the kicks and drifts are the integrator's stage; accel opens the model's own stages
     if scheme == "leapfrog":
         def step(params, s: State, i):
-            vh = s.v + 0.5 * h * s.a
-            q1 = drift(s.q, vh, h)
+            with stage("integrator_update"):
+                vh = s.v + 0.5 * h * s.a
+                q1 = drift(s.q, vh, h)
             a1, aux1, out = accel(params, q1, vh, s.aux, _time(i + 1, h, s.q))
-            return State(q1, vh + 0.5 * h * a1, a1, aux1), out
+            with stage("integrator_update"):
+                v1 = vh + 0.5 * h * a1
+            return State(q1, v1, a1, aux1), out
     elif scheme == "symplectic_euler":
         def step(params, s: State, i):
             a0, aux1, out = accel(params, s.q, s.v, s.aux, _time(i, h, s.q))
-            v1 = s.v + h * a0
-            return State(drift(s.q, v1, h), v1, a0, aux1), out
+            with stage("integrator_update"):
+                v1 = s.v + h * a0
+                q1 = drift(s.q, v1, h)
+            return State(q1, v1, a0, aux1), out
     elif scheme == "moreau_midpoint":
         def step(params, s: State, i):
-            qh = drift(s.q, s.v, 0.5 * h)
+            with stage("integrator_update"):
+                qh = drift(s.q, s.v, 0.5 * h)
             a0, aux1, out = accel(params, qh, s.v, s.aux, _time(i, h, s.q) + 0.5 * h)
-            v1 = s.v + h * a0
-            return State(drift(qh, v1, 0.5 * h), v1, a0, aux1), out
+            with stage("integrator_update"):
+                v1 = s.v + h * a0
+                q1 = drift(qh, v1, 0.5 * h)
+            return State(q1, v1, a0, aux1), out
     elif scheme == "rk4":
         def step(params, s: State, i):
             t = _time(i, h, s.q)
             k1, aux1, out = accel(params, s.q, s.v, s.aux, t)
-            v2 = s.v + 0.5 * h * k1
-            k2, _, _ = accel(params, drift(s.q, s.v, 0.5 * h), v2, s.aux, t + 0.5 * h)
-            v3 = s.v + 0.5 * h * k2
-            k3, _, _ = accel(params, drift(s.q, v2, 0.5 * h), v3, s.aux, t + 0.5 * h)
-            v4 = s.v + h * k3
-            k4, _, _ = accel(params, drift(s.q, v3, h), v4, s.aux, t + h)
-            v_mean = (s.v + 2.0 * v2 + 2.0 * v3 + v4) / 6.0
-            a_mean = (k1 + 2.0 * k2 + 2.0 * k3 + k4) / 6.0
-            return State(drift(s.q, v_mean, h), s.v + h * a_mean, k1, aux1), out
+            with stage("integrator_update"):
+                v2 = s.v + 0.5 * h * k1
+                q2 = drift(s.q, s.v, 0.5 * h)
+            k2, _, _ = accel(params, q2, v2, s.aux, t + 0.5 * h)
+            with stage("integrator_update"):
+                v3 = s.v + 0.5 * h * k2
+                q3 = drift(s.q, v2, 0.5 * h)
+            k3, _, _ = accel(params, q3, v3, s.aux, t + 0.5 * h)
+            with stage("integrator_update"):
+                v4 = s.v + h * k3
+                q4 = drift(s.q, v3, h)
+            k4, _, _ = accel(params, q4, v4, s.aux, t + h)
+            with stage("integrator_update"):
+                v_mean = (s.v + 2.0 * v2 + 2.0 * v3 + v4) / 6.0
+                a_mean = (k1 + 2.0 * k2 + 2.0 * k3 + k4) / 6.0
+                q1, v1 = drift(s.q, v_mean, h), s.v + h * a_mean
+            return State(q1, v1, k1, aux1), out
     else:
         raise ValueError(f"integrator.scheme = {scheme!r}; allowed: {', '.join(SCHEMES)}")
     return step
@@ -190,10 +233,18 @@ def _simulate(step, params, state0, acc0, reduce, n_saves, save_every, save, che
                   for parts, sh, sm in zip(t, shapes, small)]
         return jax.tree_util.tree_unflatten(treedef, leaves)
 
+    def reduce_(acc, out, i):
+        with stage("metrics_reduce"):
+            return reduce(acc, out, i)
+
+    def save_(out, m):
+        with stage("history_save"):
+            return save(out, m)
+
     def inner(carry_t, i):
         s, acc = join(carry_t)
         s, out = step(params, s, i)
-        return split((s, reduce(acc, out, i))), None
+        return split((s, reduce_(acc, out, i))), None
 
     def block(carry, j):
         idx = j * save_every + jnp.arange(save_every)
@@ -219,8 +270,8 @@ def _simulate(step, params, state0, acc0, reduce, n_saves, save_every, save, che
             c, _ = jax.lax.scan(inner, c, idx[:-1])
             s, acc = join(c)
             s, out = step(params, s, idx[-1])
-            acc = reduce(acc, out, idx[-1])
-            return split((s, acc)), save(out, acc[1] if reset is not None else None)
+            acc = reduce_(acc, out, idx[-1])
+            return split((s, acc)), save_(out, acc[1] if reset is not None else None)
 
         if checkpoint:
             run = jax.checkpoint(run)
@@ -231,6 +282,17 @@ def _simulate(step, params, state0, acc0, reduce, n_saves, save_every, save, che
     c, hist = jax.lax.scan(block_save, split((state0, acc0)), jnp.arange(n_saves))
     s, acc = join(c)
     return s, acc, hist
+
+
+def pair_drift(n_pairs: int):
+    """``drift(q, v, h)`` for relative coordinates whose first ``n_pairs`` angles are carried as
+    (cos φ, sin φ) pairs q[2k:2k+2] with rates v[k] (rotated by v[k]·h, ``rotate_pair``) and
+    whose remaining coordinates q[2·n_pairs:] are plain (q + h·v[n_pairs:])."""
+    def drift(q, v, h):
+        pairs = [rotate_pair(q[2 * k:2 * k + 2], v[k] * h) for k in range(n_pairs)]
+        lin = q[2 * n_pairs:] + h * v[n_pairs:]
+        return jnp.concatenate(pairs + [lin])
+    return drift
 
 
 def rotate_pair(cs, angle):

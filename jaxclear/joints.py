@@ -23,12 +23,8 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from . import contact, laws
+from . import contact, integrate, laws
 from ._math import cross2, perp, safe_norm
-
-# Smallest impact velocity δ̇⁻ kept in memory [m/s]: a grazing onset must not make χ δ̇/δ̇⁻ blow up.
-_DDM_FLOOR = 1e-4
-
 
 @dataclass(frozen=True)
 class JointConfig:
@@ -147,72 +143,75 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory):
     there was no contact and ≥ a floor where there was, so it also is the previous contact mask
     (one carry leaf instead of two).  Returns (JointForce, new_memory).
     """
-    prev_active = memory > 0
-    e_glob = kin.r_j - kin.r_b
-    e_loc = _rotate_back(kin.rot_b, e_glob)
-    if cfg.geometry == "circle":
-        ecc = safe_norm(e_loc)
-        # Centred journal: any unit normal will do, the depth is negative there anyway.
-        n_loc = jnp.where(ecc > 0, e_loc / jnp.where(ecc > 0, ecc, 1.0), jnp.array([1.0, 0.0], e_loc.dtype))
-        depth = (ecc - p.clearance)[None]
-        n_loc = n_loc[None, :]
-        pb_loc = n_loc * (p.journal_radius + p.clearance)
-        active = depth > 0
-        n_regions = jnp.sum(active.astype(jnp.int32))
-    elif cfg.geometry == "points":
-        if cfg.window:
-            reg = contact.detect_window(p.points, e_loc, p.journal_radius, cfg.max_regions,
-                                        cfg.window, refine=cfg.refine)
-        elif cfg.max_regions == 1:
-            reg, words = contact._deepest(p.points, e_loc, p.journal_radius, cfg.refine)
+    with integrate.stage("contact_detection"):  # geometry, normals, contact-point velocities
+        prev_active = memory > 0
+        e_glob = kin.r_j - kin.r_b
+        e_loc = _rotate_back(kin.rot_b, e_glob)
+        if cfg.geometry == "circle":
+            ecc = safe_norm(e_loc)
+            # Centred journal: any unit normal will do, the depth is negative there anyway.
+            n_loc = jnp.where(ecc > 0, e_loc / jnp.where(ecc > 0, ecc, 1.0),
+                              jnp.array([1.0, 0.0], e_loc.dtype))
+            depth = (ecc - p.clearance)[None]
+            n_loc = n_loc[None, :]
+            pb_loc = n_loc * (p.journal_radius + p.clearance)
+            active = depth > 0
+            n_regions = jnp.sum(active.astype(jnp.int32))
+        elif cfg.geometry == "points":
+            if cfg.window:
+                reg = contact.detect_window(p.points, e_loc, p.journal_radius, cfg.max_regions,
+                                            cfg.window, refine=cfg.refine)
+            elif cfg.max_regions == 1:
+                reg, words = contact.detect_deepest_words(p.points, e_loc, p.journal_radius, cfg.refine)
+            else:
+                reg = contact.detect(p.points, e_loc, p.journal_radius, cfg.max_regions, refine=cfg.refine)
+            depth = reg.depth
+            n_loc = reg.normal
+            pb_loc = reg.point_bushing
+            active = reg.active
+            n_regions = reg.n_regions
         else:
-            reg = contact.detect(p.points, e_loc, p.journal_radius, cfg.max_regions, refine=cfg.refine)
-        depth = reg.depth
-        n_loc = reg.normal
-        pb_loc = reg.point_bushing
-        active = reg.active
-        n_regions = reg.n_regions
-    else:
-        raise ValueError(f"joint geometry = {cfg.geometry!r}; allowed: 'circle', 'points'")
+            raise ValueError(f"joint geometry = {cfg.geometry!r}; allowed: 'circle', 'points'")
 
-    n = _rotate(kin.rot_b, n_loc)  # (K, 2)
-    t = perp(n)
-    p_b = kin.r_b + _rotate(kin.rot_b, pb_loc)
-    p_j = kin.r_j + p.journal_radius * n
-    # Material point velocities: v + ω × r  (planar: ω × r = ω·perp(r)).
-    v_pb = kin.v_b + kin.w_b * perp(p_b - kin.r_b)
-    v_pj = kin.v_j + kin.w_j * perp(p_j - kin.r_j)
-    delta_dot = jnp.sum(n * (kin.v_j - v_pb), axis=-1)
-    v_t = jnp.sum(t * (v_pj - v_pb), axis=-1)
+        n = _rotate(kin.rot_b, n_loc)  # (K, 2)
+        t = perp(n)
+        p_b = kin.r_b + _rotate(kin.rot_b, pb_loc)
+        p_j = kin.r_j + p.journal_radius * n
+        # Material point velocities: v + ω × r  (planar: ω × r = ω·perp(r)).
+        v_pb = kin.v_b + kin.w_b * perp(p_b - kin.r_b)
+        v_pj = kin.v_j + kin.w_j * perp(p_j - kin.r_j)
+        delta_dot = jnp.sum(n * (kin.v_j - v_pb), axis=-1)
+        v_t = jnp.sum(t * (v_pj - v_pb), axis=-1)
 
-    overflow = jnp.zeros((), bool)
-    if cfg.geometry == "circle":
-        started = active & ~prev_active
-        dd_minus = jnp.where(started, jnp.maximum(delta_dot, _DDM_FLOOR), memory)
-        dd_minus = jnp.where(active, dd_minus, 0.0)
-        new_memory = dd_minus
-        new_impacts = jnp.sum(started.astype(jnp.int32))
-    elif cfg.window:
-        dd_minus, new_memory, inherited, lost = contact.window_impact_memory(
-            reg, memory, delta_dot, cfg.n_points, floor=_DDM_FLOOR)
-        new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
-        overflow = reg.overflow | lost
-    elif cfg.max_regions == 1:
-        dd_minus, new_memory, inherited = contact.deepest_impact_memory(reg, memory, delta_dot,
-                                                                        floor=_DDM_FLOOR, words=words)
-        new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
-    else:
-        # A region is new when none of its points was in contact at the previous step.
-        dd_minus, new_memory, inherited = contact._impact_memory(reg, prev_active, memory, delta_dot,
-                                                                     floor=_DDM_FLOOR)
-        new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
+    with integrate.stage("contact_laws"):  # impact memory, normal and friction laws
+        overflow = jnp.zeros((), bool)
+        if cfg.geometry == "circle":
+            started = active & ~prev_active
+            dd_minus = jnp.where(started, jnp.maximum(delta_dot, laws.IMPACT_VELOCITY_FLOOR), memory)
+            dd_minus = jnp.where(active, dd_minus, 0.0)
+            new_memory = dd_minus
+            new_impacts = jnp.sum(started.astype(jnp.int32))
+        elif cfg.window:
+            dd_minus, new_memory, inherited, lost = contact.window_impact_memory(reg, memory, delta_dot,
+                                                                                 cfg.n_points)
+            new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
+            overflow = reg.overflow | lost
+        elif cfg.max_regions == 1:
+            dd_minus, new_memory, inherited = contact.deepest_impact_memory(reg, memory, delta_dot,
+                                                                            words=words)
+            new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
+        else:
+            # A region is new when none of its points was in contact at the previous step.
+            dd_minus, new_memory, inherited = contact.region_impact_memory(reg, prev_active, memory,
+                                                                           delta_dot)
+            new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
 
-    fn = laws.normal_force(cfg.normal_law, depth, delta_dot, dd_minus, p.stiffness,
-                           exponent=p.exponent, restitution=p.restitution, damping=p.damping)
-    fn = jnp.where(active, fn, 0.0)
-    ft = laws.friction_force(cfg.friction, v_t, fn, p.friction_coefficient, p.v0, p.v1)
-    f_slots = -fn[:, None] * n + ft[:, None] * t
-    force = jnp.sum(f_slots, axis=0)
+        fn = laws.normal_force(cfg.normal_law, depth, delta_dot, dd_minus, p.stiffness,
+                               exponent=p.exponent, restitution=p.restitution, damping=p.damping)
+        fn = jnp.where(active, fn, 0.0)
+        ft = laws.friction_force(cfg.friction, v_t, fn, p.friction_coefficient, p.v0, p.v1)
+        f_slots = -fn[:, None] * n + ft[:, None] * t
+        force = jnp.sum(f_slots, axis=0)
     out = JointForce(force=force, f_slots=f_slots, p_j=p_j, p_b=p_b, normal_force=fn,
                      depth=jnp.where(active, depth, 0.0), active=active, n_regions=n_regions,
                      new_impacts=new_impacts, e_local=e_loc, window_overflow=overflow)

@@ -33,6 +33,7 @@ import math
 from typing import NamedTuple
 
 import jax.numpy as jnp
+import numpy as np
 
 SMOOTH_EXPONENT = 200.0  # an even integer (the sums use integer powers of squared ratios)
 _TINY = 1e-30  # log floor of a zero force/acceleration (p·log 1e-30 ≈ −1.4e4: weight 0)
@@ -83,14 +84,10 @@ def init(n_joints: int, dtype=jnp.float64) -> Packed:
     return Packed(f, i)
 
 
-def _log_floor(dtype=None):
-    return math.log(_TINY)
-
-
 def _safe_log(x):
     """log x for x ≥ 0, floored at log 1e-30 with a zero gradient there (double where)."""
     ok = x > _TINY
-    return jnp.where(ok, jnp.log(jnp.where(ok, x, 1.0)), _log_floor(x.dtype))
+    return jnp.where(ok, jnp.log(jnp.where(ok, x, 1.0)), math.log(_TINY))
 
 
 def unpack(acc: Packed) -> Accumulator:
@@ -218,3 +215,38 @@ def peak_vector(acc: Accumulator, force_reference, acc_reference):
     sa = smooth_peak(acc.lse_acc, acc.steps)
     return jnp.stack([pf, sf, pa, sa, amplification(pf, force_reference), amplification(sf, force_reference),
                       amplification(pa, acc_reference), amplification(sa, acc_reference)])
+
+
+# ----------------------------------------------------------------------------- metrics.csv columns
+
+def peak_columns(out, what, unit, ideal_col, peak, peak_s, ideal_, ideal_s):
+    """peak_<what><unit>, its steady twin, the ideal peak, DE (Flores et al. 2008) and plain ratios."""
+    out[f"peak_{what}{unit}"] = peak
+    out[f"peak_{what}_steady{unit}"] = peak_s
+    out[ideal_col] = ideal_
+    out[ideal_col.replace(unit, "_steady" + unit)] = ideal_s
+    out[f"daf_{what}"] = amplification(peak, ideal_)
+    out[f"daf_{what}_steady"] = amplification(peak_s, ideal_s)
+    out[f"ratio_{what}"] = peak / ideal_
+    out[f"ratio_{what}_steady"] = peak_s / ideal_s
+
+
+def motion_columns(out, acc, names, ideal_full=None):
+    """Impacts and the free-flight / impact / continuous-contact fractions (all joints together
+    and, with several joints, per joint ``_<name>`` with the joint's peak force and, given the
+    ideal peaks ``ideal_full``, its DE against that joint's ideal reaction)."""
+    free, imp, cont = (np.asarray(x) for x in motion_fractions(acc))
+    out["impacts"] = acc.impacts.sum(axis=1)
+    out["free_flight_fraction"] = free.mean(axis=1)
+    out["impact_fraction"] = imp.mean(axis=1)
+    out["continuous_contact_fraction"] = cont.mean(axis=1)
+    out["max_contact_regions"] = acc.max_regions.max(axis=1)
+    if len(names) > 1 and ideal_full is not None:
+        for j, nm in enumerate(names):
+            out[f"peak_contact_force_{nm}_N"] = acc.peak_force[:, j]
+            out[f"daf_contact_force_{nm}"] = amplification(acc.peak_force[:, j], ideal_full["reaction_" + nm])
+            out[f"impacts_{nm}"] = acc.impacts[:, j]
+            out[f"free_flight_fraction_{nm}"] = free[:, j]
+            out[f"impact_fraction_{nm}"] = imp[:, j]
+            out[f"continuous_contact_fraction_{nm}"] = cont[:, j]
+    return free, imp, cont

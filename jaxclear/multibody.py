@@ -31,6 +31,7 @@ from typing import Any, Callable, NamedTuple, Union
 import jax
 import jax.numpy as jnp
 
+from . import drivers
 from ._math import cross2, perp
 
 __all__ = [
@@ -293,17 +294,10 @@ def driver_motion(t, omega, t_ramp=0.0, phi0=0.0):
         t < t_ramp:  φ = φ₀ + ½ ω t²/t_ramp,  φ̇ = ω t/t_ramp,  φ̈ = ω/t_ramp
         otherwise:   φ = φ₀ + ω (t − t_ramp/2), φ̇ = ω,         φ̈ = 0
 
-    Branch-free (``where``), safe for t_ramp = 0 (then φ = φ₀ + ω t).
+    (``drivers.crank_ramp``, shared with the relative-coordinate mechanisms).  Branch-free
+    (``where``), safe for t_ramp = 0 (then φ = φ₀ + ω t).
     """
-    t = jnp.asarray(t)
-    omega = jnp.asarray(omega)
-    t_ramp = jnp.asarray(t_ramp)
-    ramping = t < t_ramp
-    Tr = jnp.where(t_ramp > 0, t_ramp, 1.0)
-    phi = phi0 + jnp.where(ramping, 0.5 * omega * t * t / Tr, omega * (t - 0.5 * t_ramp))
-    phid = jnp.where(ramping, omega * t / Tr, omega)
-    phidd = jnp.where(ramping, omega / Tr, 0.0 * omega)
-    return phi, phid, phidd
+    return drivers.crank_ramp(t, omega, t_ramp, phi0)
 
 
 def _joint_phi(jt, params, q, t):

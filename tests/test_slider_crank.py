@@ -182,3 +182,19 @@ def test_checkpointed_gradient_equals_plain():
     g1 = jax.jit(jax.grad(lambda c: peak(c, True)))(0.5e-3)
     assert np.isfinite(float(g0)) and float(g0) != 0.0
     np.testing.assert_allclose(float(g1), float(g0), rtol=1e-10)
+
+
+def test_step_stages_are_named_in_the_lowered_hlo():
+    """Every stage of a step (integrate.STAGES: kinematics, contact detection, contact laws,
+    equations of motion, integrator update, metrics reduce, history save) is a
+    jax.named_scope, so profiles and the HLO op names show where a step's time goes."""
+    import re
+
+    from jaxclear import integrate
+
+    cfg = sc.Config(dt=1e-6, n_saves=1, save_every=2, outputs=("contact_force_N",))
+    text = jax.jit(lambda p: sc.simulate(cfg, p)).lower(sc.benchmark_params()).as_text(debug_info=True)
+    for name in integrate.STAGES:
+        assert re.search(r'loc\("(?:[^"]*/)?' + name + r'(?:/[^"]*)?"', text), name
+    with pytest.raises(ValueError, match="kinematic"):
+        integrate.stage("kinematic")

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import joints, laws, profiles
+from .. import integrate, joints, laws, profiles
 from ..schema import NONNEGATIVE, POSITIVE, Param, Table
 from .. import spec as specmod
 from ..spec import SpecError
@@ -140,8 +140,7 @@ def config_fields(spec, t_end):
     (``integrate.steps_and_saves``) and the continuous-contact threshold in steps."""
     it = spec["integrator"]
     dt = it["dt_s"]
-    n_steps = max(1, int(math.ceil(t_end / dt - 1e-9)))
-    n_saves = max(1, int(math.ceil(n_steps / it["save_every"])))
+    n_saves = integrate.steps_and_saves(t_end, dt, it["save_every"])[1]
     return dict(joint=joint_config(spec), scheme=it["scheme"], dt=dt, n_saves=n_saves, save_every=it["save_every"],
                 outputs=tuple(spec["outputs"]["histories"]),
                 min_continuous_steps=max(1, int(round(it["continuous_contact_s"] / dt))))
@@ -452,3 +451,12 @@ def crank_study(names, acc_key, ideal_peaks, ideal_samples, simulate, joint_name
         return Study(tuple(names), evaluate, "smooth_peak_contact_force_N")
 
     return study
+
+
+def check_dt(cfg, bound, name):
+    """SpecError naming the first variant whose stable step ``bound`` [s] is below cfg.dt."""
+    if np.any(cfg.dt > bound):
+        i = int(np.argmin(bound))
+        raise SpecError(f"integrator.dt_s = {cfg.dt:g} exceeds the stability bound {bound[i]:.3g} s of "
+                        f"scheme {cfg.scheme!r} ({name(i)}; "
+                        "contact stiffness and masses, see integrate.stability_bound); reduce dt_s")

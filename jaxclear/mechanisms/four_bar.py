@@ -43,13 +43,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import integrate, joints, laws, metrics
+from .. import drivers, integrate, joints, laws, metrics
 from .. import spec as specmod
 from .._math import cross2, perp, safe_norm
 from ..schema import POSITIVE, Param, Table
 from ..spec import SpecError
 from . import _clearance, declared, defaults, params_type
-from .slider_crank import _crank, _drift, _peak_columns, check_dt, motion_columns
 
 JOINTS = {"coupler_follower": ("coupler_follower",), "crank_coupler": ("crank_coupler",),
           "follower_ground": ("follower_ground",), "coupler_ends": ("crank_coupler", "coupler_follower")}
@@ -130,24 +129,14 @@ def benchmark_params(clearance=0.5e-3, crank_speed=50 * math.pi, ramp_time=0.12,
 # ----------------------------------------------------------------------------- ideal mechanism
 
 def crank_angle(p: Params, t):
-    """θ(t), θ̇(t), θ̈(t) of the driver: linear speed ramp from rest over t_ramp, then ω."""
-    t = jnp.asarray(t)
-    w, tr = p.crank_speed, p.ramp_time
-    ramp = tr > 0
-    trs = jnp.where(ramp, tr, 1.0)
-    in_ramp = ramp & (t < tr)
-    th = jnp.where(in_ramp, 0.5 * w * t * t / trs, w * (t - jnp.where(ramp, 0.5 * tr, 0.0)))
-    return (p.crank_angle0 + th, jnp.where(in_ramp, w * t / trs, w), jnp.where(in_ramp, w / trs, 0.0))
+    """θ(t), θ̇(t), θ̈(t) of the driver (``drivers.crank_ramp``: linear ramp from rest, then ω)."""
+    return drivers.crank_ramp(t, p.crank_speed, p.ramp_time, p.crank_angle0)
 
 
 def time_of_crank_travel(p: Params, angle):
     """The time at which the crank has turned by ``angle`` [rad] from its start (inverse of
-    ``crank_angle``)."""
-    w, tr = p.crank_speed, p.ramp_time
-    ang = jnp.maximum(angle, 0.0)
-    in_ramp = (tr > 0) & (ang < 0.5 * w * tr)
-    return jnp.where(in_ramp, jnp.sqrt(2.0 * ang * jnp.where(tr > 0, tr, 1.0) / w),
-                     ang / w + jnp.where(tr > 0, 0.5 * tr, 0.0))
+    ``crank_angle``, ``drivers.crank_ramp_time``)."""
+    return drivers.crank_ramp_time(angle, p.crank_speed, p.ramp_time)
 
 
 def _solve2(m1, m2, r):
@@ -243,24 +232,26 @@ def ideal_peaks(p: Params, t_end, steady_start, n_samples: int = 20001, joint: s
 def _accel_coupler_follower(cfg, p, q, v, aux, t):
     """Journal on the coupler end C, bearing on the follower end D (turning with the follower):
     two single links, about B and O₄ (diagonal mass matrix, module docstring)."""
-    b_pt, vb, ab, alpha = _crank(p, q, v, t)
-    uf, up = q[2:4], q[4:6]
-    wf, wp = v[1], v[2]
-    b, c = p.coupler_length, p.follower_length
-    l2, l3 = 0.5 * b, 0.5 * c
-    o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
-    r_j = b_pt + b * uf
-    v_j = vb + b * wf * perp(uf)
-    r_b = o4 + c * up
-    v_b = c * wp * perp(up)
-    kin = joints.JointKinematics(r_j, v_j, wf, r_b, v_b, up, wp)
+    with integrate.stage("kinematics"):
+        b_pt, vb, ab, alpha = drivers.crank_pin(p, q, v, t)
+        uf, up = q[2:4], q[4:6]
+        wf, wp = v[1], v[2]
+        b, c = p.coupler_length, p.follower_length
+        l2, l3 = 0.5 * b, 0.5 * c
+        o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
+        r_j = b_pt + b * uf
+        v_j = vb + b * wf * perp(uf)
+        r_b = o4 + c * up
+        v_b = c * wp * perp(up)
+        kin = joints.JointKinematics(r_j, v_j, wf, r_b, v_b, up, wp)
     jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
-    jb = p.coupler_inertia + p.coupler_mass * l2 * l2
-    jo = p.follower_inertia + p.follower_mass * l3 * l3
-    tau2 = (-p.coupler_mass * l2 * jnp.dot(perp(uf), ab) - p.coupler_mass * p.gravity * l2 * uf[0]
-            + joints.moment(jf.f_slots, jf.p_j, b_pt))
-    tau3 = -p.follower_mass * p.gravity * l3 * up[0] + joints.moment(-jf.f_slots, jf.p_b, o4)
-    a = jnp.stack([alpha, tau2 / jb, tau3 / jo])
+    with integrate.stage("equations_of_motion"):
+        jb = p.coupler_inertia + p.coupler_mass * l2 * l2
+        jo = p.follower_inertia + p.follower_mass * l3 * l3
+        tau2 = (-p.coupler_mass * l2 * jnp.dot(perp(uf), ab) - p.coupler_mass * p.gravity * l2 * uf[0]
+                + joints.moment(jf.f_slots, jf.p_j, b_pt))
+        tau3 = -p.follower_mass * p.gravity * l3 * up[0] + joints.moment(-jf.f_slots, jf.p_b, o4)
+        a = jnp.stack([alpha, tau2 / jb, tau3 / jo])
     return a, mem[None], (jf,)
 
 
@@ -290,23 +281,25 @@ def _accel_crank_coupler(cfg, p, q, v, aux, t):
     """Journal on the crank pin B, bearing in the coupler's B end (turning with the coupler);
     coupler–follower and follower–ground ideal: the chain O₄ → follower (ψ) → coupler (the
     link from C to its B end, direction −u_φ) hangs from the fixed pivot (``_chain2``)."""
-    b_pt, vb, ab, alpha = _crank(p, q, v, t)
-    uf, up = q[2:4], q[4:6]
-    wf, wp = v[1], v[2]
-    b, c = p.coupler_length, p.follower_length
-    o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
-    c_pt = o4 + c * up
-    v_c = c * wp * perp(up)
-    r_b = c_pt - b * uf
-    v_b = v_c - b * wf * perp(uf)
-    kin = joints.JointKinematics(b_pt, vb, v[0], r_b, v_b, uf, wf)
+    with integrate.stage("kinematics"):
+        b_pt, vb, ab, alpha = drivers.crank_pin(p, q, v, t)
+        uf, up = q[2:4], q[4:6]
+        wf, wp = v[1], v[2]
+        b, c = p.coupler_length, p.follower_length
+        o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
+        c_pt = o4 + c * up
+        v_c = c * wp * perp(up)
+        r_b = c_pt - b * uf
+        v_b = v_c - b * wf * perp(uf)
+        kin = joints.JointKinematics(b_pt, vb, v[0], r_b, v_b, uf, wf)
     jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
-    f_b = -jf.f_slots  # on the coupler's bearing
-    q1 = c * cross2(up, jnp.sum(f_b, axis=0))
-    q2 = joints.moment(f_b, jf.p_b, c_pt)
-    g = jnp.stack([0.0 * p.gravity, -p.gravity])
-    psidd, phidd = _chain2(g, 0.0 * o4, up, wp, c, 0.5 * c, p.follower_mass, p.follower_inertia,
-                           -uf, wf, 0.5 * b, p.coupler_mass, p.coupler_inertia, q1, q2)
+    with integrate.stage("equations_of_motion"):
+        f_b = -jf.f_slots  # on the coupler's bearing
+        q1 = c * cross2(up, jnp.sum(f_b, axis=0))
+        q2 = joints.moment(f_b, jf.p_b, c_pt)
+        g = jnp.stack([0.0 * p.gravity, -p.gravity])
+        psidd, phidd = _chain2(g, 0.0 * o4, up, wp, c, 0.5 * c, p.follower_mass, p.follower_inertia,
+                               -uf, wf, 0.5 * b, p.coupler_mass, p.coupler_inertia, q1, q2)
     return jnp.stack([alpha, phidd, psidd]), mem[None], (jf,)
 
 
@@ -314,21 +307,24 @@ def _accel_follower_ground(cfg, p, q, v, aux, t):
     """Journal on the follower's ground end, bearing fixed at O₄; crank–coupler and
     coupler–follower ideal: the chain B → coupler (φ) → follower (the link from C to its
     ground end, direction −u_ψ) hangs from the crank pin (``_chain2``)."""
-    b_pt, vb, ab, alpha = _crank(p, q, v, t)
-    uf, up = q[2:4], q[4:6]
-    wf, wp = v[1], v[2]
-    b, c = p.coupler_length, p.follower_length
-    c_pt = b_pt + b * uf
-    r_j = c_pt - c * up
-    v_j = vb + b * wf * perp(uf) - c * wp * perp(up)
-    o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
-    kin = joints.JointKinematics(r_j, v_j, wp, o4, 0.0 * o4, jnp.stack([1.0 + 0.0 * wp, 0.0 * wp]), 0.0 * wp)
+    with integrate.stage("kinematics"):
+        b_pt, vb, ab, alpha = drivers.crank_pin(p, q, v, t)
+        uf, up = q[2:4], q[4:6]
+        wf, wp = v[1], v[2]
+        b, c = p.coupler_length, p.follower_length
+        c_pt = b_pt + b * uf
+        r_j = c_pt - c * up
+        v_j = vb + b * wf * perp(uf) - c * wp * perp(up)
+        o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
+        kin = joints.JointKinematics(r_j, v_j, wp, o4, 0.0 * o4, jnp.stack([1.0 + 0.0 * wp, 0.0 * wp]),
+                                     0.0 * wp)
     jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
-    q1 = b * cross2(uf, jnp.sum(jf.f_slots, axis=0))
-    q2 = joints.moment(jf.f_slots, jf.p_j, c_pt)
-    g = jnp.stack([0.0 * p.gravity, -p.gravity])
-    phidd, psidd = _chain2(g, ab, uf, wf, b, 0.5 * b, p.coupler_mass, p.coupler_inertia,
-                           -up, wp, 0.5 * c, p.follower_mass, p.follower_inertia, q1, q2)
+    with integrate.stage("equations_of_motion"):
+        q1 = b * cross2(uf, jnp.sum(jf.f_slots, axis=0))
+        q2 = joints.moment(jf.f_slots, jf.p_j, c_pt)
+        g = jnp.stack([0.0 * p.gravity, -p.gravity])
+        phidd, psidd = _chain2(g, ab, uf, wf, b, 0.5 * b, p.coupler_mass, p.coupler_inertia,
+                               -up, wp, 0.5 * c, p.follower_mass, p.follower_inertia, q1, q2)
     return jnp.stack([alpha, phidd, psidd]), mem[None], (jf,)
 
 
@@ -341,25 +337,28 @@ def _accel_coupler_ends(cfg, p, q, v, aux, t):
         (J₃ + m₃l₃²) ψ̈ = −m₃ g l₃ cos ψ − Σ (p_D − O₄) × F_C,
 
     F_B, F_C the contact forces on the journals (crank pin, coupler end C)."""
-    b_pt, vb, ab, alpha = _crank(p, q, v, t)
-    uf, up = q[2:4], q[4:6]
-    wf, wp = v[1], v[2]
-    gc, vg = q[6:8], v[3:5]
-    b, c = p.coupler_length, p.follower_length
-    l2, l3 = 0.5 * b, 0.5 * c
-    o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
-    jp1 = jax.tree_util.tree_map(lambda x: x[0], p.joint)
-    jp2 = jax.tree_util.tree_map(lambda x: x[1], p.joint)
-    kin1 = joints.JointKinematics(b_pt, vb, v[0], gc - l2 * uf, vg - l2 * wf * perp(uf), uf, wf)
+    with integrate.stage("kinematics"):
+        b_pt, vb, ab, alpha = drivers.crank_pin(p, q, v, t)
+        uf, up = q[2:4], q[4:6]
+        wf, wp = v[1], v[2]
+        gc, vg = q[6:8], v[3:5]
+        b, c = p.coupler_length, p.follower_length
+        l2, l3 = 0.5 * b, 0.5 * c
+        o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
+        jp1 = jax.tree_util.tree_map(lambda x: x[0], p.joint)
+        jp2 = jax.tree_util.tree_map(lambda x: x[1], p.joint)
+        kin1 = joints.JointKinematics(b_pt, vb, v[0], gc - l2 * uf, vg - l2 * wf * perp(uf), uf, wf)
+        kin2 = joints.JointKinematics(gc + l2 * uf, vg + l2 * wf * perp(uf), wf, o4 + c * up,
+                                      c * wp * perp(up), up, wp)
     jf1, mem1 = joints.evaluate(cfg.joint, jp1, kin1, aux[0])
-    kin2 = joints.JointKinematics(gc + l2 * uf, vg + l2 * wf * perp(uf), wf, o4 + c * up, c * wp * perp(up), up, wp)
     jf2, mem2 = joints.evaluate(cfg.joint, jp2, kin2, aux[1])
-    g = jnp.stack([0.0 * p.gravity, -p.gravity])
-    ag = (-jf1.force + jf2.force) / p.coupler_mass + g
-    tau2 = joints.moment(-jf1.f_slots, jf1.p_b, gc) + joints.moment(jf2.f_slots, jf2.p_j, gc)
-    jo = p.follower_inertia + p.follower_mass * l3 * l3
-    tau3 = -p.follower_mass * p.gravity * l3 * up[0] + joints.moment(-jf2.f_slots, jf2.p_b, o4)
-    a = jnp.concatenate([jnp.stack([alpha, tau2 / p.coupler_inertia, tau3 / jo]), ag])
+    with integrate.stage("equations_of_motion"):
+        g = jnp.stack([0.0 * p.gravity, -p.gravity])
+        ag = (-jf1.force + jf2.force) / p.coupler_mass + g
+        tau2 = joints.moment(-jf1.f_slots, jf1.p_b, gc) + joints.moment(jf2.f_slots, jf2.p_j, gc)
+        jo = p.follower_inertia + p.follower_mass * l3 * l3
+        tau3 = -p.follower_mass * p.gravity * l3 * up[0] + joints.moment(-jf2.f_slots, jf2.p_b, o4)
+        a = jnp.concatenate([jnp.stack([alpha, tau2 / p.coupler_inertia, tau3 / jo]), ag])
     return a, jnp.stack([mem1, mem2]), (jf1, jf2)
 
 
@@ -419,7 +418,7 @@ def simulate(cfg: Config, p: Params, state0=None) -> Result:
         a, aux1, jfs = _accel(cfg, params, q, v, aux, t)
         return a, aux1, (a, jfs, q, v, t)
 
-    step = integrate.make_step(cfg.scheme, accel, _drift(3), cfg.dt)
+    step = integrate.make_step(cfg.scheme, accel, integrate.pair_drift(3), cfg.dt)
     q0, v0, aux0 = initial_state(cfg, p)
     if state0 is not None:
         q0, v0 = (jnp.asarray(x, q0.dtype) for x in state0)
@@ -534,7 +533,7 @@ def stability_dt(p: Params, scheme, joint: str = "coupler_follower"):
 
 def check_params(spec, cfg: Config, p: Params, name):
     _clearance.check_bushing(cfg.joint, p.joint, name)
-    check_dt(cfg, np.asarray(stability_dt(p, cfg.scheme, cfg.clearance_joint)), name)
+    _clearance.check_dt(cfg, np.asarray(stability_dt(p, cfg.scheme, cfg.clearance_joint)), name)
 
 
 def joint_names(cfg: Config):
@@ -579,12 +578,12 @@ def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     names = JOINTS[cfg.clearance_joint]
     ref = np.maximum.reduce([full["reaction_" + n] for n in names])
     refs = np.maximum.reduce([steady["reaction_" + n] for n in names])
-    _peak_columns(out, "contact_force", "_N", "ideal_peak_reaction_N", acc.peak_force.max(axis=1),
+    metrics.peak_columns(out, "contact_force", "_N", "ideal_peak_reaction_N", acc.peak_force.max(axis=1),
                   acc.peak_force_steady.max(axis=1), ref, refs)
-    _peak_columns(out, "follower_angular_acceleration", "_rad_per_s2",
+    metrics.peak_columns(out, "follower_angular_acceleration", "_rad_per_s2",
                   "ideal_peak_follower_angular_acceleration_rad_per_s2", acc.peak_acc, acc.peak_acc_steady,
                   full["follower_angular_acceleration"], steady["follower_angular_acceleration"])
-    motion_columns(out, acc, names, full)  # per joint with several, as slider_crank "both"
+    metrics.motion_columns(out, acc, names, full)  # per joint with several, as slider_crank "both"
     q, v = np.asarray(res.q)[:n_real], np.asarray(res.v)[:n_real]
     out["finite"] = acc.finite & np.isfinite(q).all(axis=1) & np.isfinite(v).all(axis=1)
     return out

@@ -30,10 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 
-from .. import laws
+from .. import integrate, laws
 from . import float_params
 
 SCHEMES = ("moreau_midpoint",)
@@ -216,31 +215,36 @@ def make_step(cfg: Config):
 
     def step(p: Params, s: State, j):
         h = period(p) / N
-        x_m = s.x + 0.5 * h * s.v
-        fc, delta, rate = contact_force(cfg, p, x_m, s.v, s.v_minus)
-        contact = delta > 0.0
-        onset = contact & ~s.in_contact
-        v_minus = jnp.where(onset, rate, s.v_minus)
-        fc, _, _ = contact_force(cfg, p, x_m, s.v, v_minus)
-        f_force = p.force_amplitude * jnp.cos(2.0 * jnp.pi * (j + 0.5) / N)
-        f_damp = -p.damping * s.v
-        v_free = s.v + h / p.mass * (f_force - p.stiffness * x_m + f_damp + fc)
-        if cfg.friction == "stick_slip":
-            ft, v1, stuck = laws.stick_slip_friction(v_free, 1.0 / p.mass, p.normal_load,
-                                                     p.mu_static, p.mu_kinetic, h)
-        elif cfg.friction == "lcp_acceleration":
-            ft, stuck = laws.stick_slip_friction_acceleration(
-                s.v, (v_free - s.v) / h, 1.0 / p.mass, p.normal_load, p.mu_static, p.mu_kinetic,
-                p.v_reg)
-            v1 = v_free + h / p.mass * ft
-        elif cfg.friction == "regularised":
-            ft = laws.friction_force("coulomb", s.v, p.normal_load, p.mu_kinetic, v0=p.v_reg)
-            v1 = v_free + h / p.mass * ft
-            stuck = jnp.abs(v1) < p.v_reg
-        else:
-            ft, v1, stuck = jnp.zeros_like(v_free), v_free, jnp.zeros_like(v_free, bool)
-        x1 = x_m + 0.5 * h * v1
-        dx = x1 - s.x
+        with integrate.stage("integrator_update"):
+            x_m = s.x + 0.5 * h * s.v
+        with integrate.stage("contact_laws"):  # stop penetrations, onset memory, normal law
+            fc, delta, rate = contact_force(cfg, p, x_m, s.v, s.v_minus)
+            contact = delta > 0.0
+            onset = contact & ~s.in_contact
+            v_minus = jnp.where(onset, rate, s.v_minus)
+            fc, _, _ = contact_force(cfg, p, x_m, s.v, v_minus)
+        with integrate.stage("equations_of_motion"):
+            f_force = p.force_amplitude * jnp.cos(2.0 * jnp.pi * (j + 0.5) / N)
+            f_damp = -p.damping * s.v
+            v_free = s.v + h / p.mass * (f_force - p.stiffness * x_m + f_damp + fc)
+        with integrate.stage("contact_laws"):  # set-valued friction on the impulse h·F_t
+            if cfg.friction == "stick_slip":
+                ft, v1, stuck = laws.stick_slip_friction(v_free, 1.0 / p.mass, p.normal_load,
+                                                         p.mu_static, p.mu_kinetic, h)
+            elif cfg.friction == "lcp_acceleration":
+                ft, stuck = laws.stick_slip_friction_acceleration(
+                    s.v, (v_free - s.v) / h, 1.0 / p.mass, p.normal_load, p.mu_static,
+                    p.mu_kinetic, p.v_reg)
+                v1 = v_free + h / p.mass * ft
+            elif cfg.friction == "regularised":
+                ft = laws.friction_force("coulomb", s.v, p.normal_load, p.mu_kinetic, v0=p.v_reg)
+                v1 = v_free + h / p.mass * ft
+                stuck = jnp.abs(v1) < p.v_reg
+            else:
+                ft, v1, stuck = jnp.zeros_like(v_free), v_free, jnp.zeros_like(v_free, bool)
+        with integrate.stage("integrator_update"):
+            x1 = x_m + 0.5 * h * v1
+            dx = x1 - s.x
         out = Step(x1, v1, fc, ft, stuck, jnp.any(onset), f_force * dx, f_damp * dx, ft * dx,
                    fc * dx)
         return State(x1, v1, v_minus, contact), out
@@ -255,9 +259,12 @@ def _channels(cfg: Config, o: Step):
 
 
 def simulate(cfg: Config, p: Params) -> Result:
-    """n_transient periods, then n_saves × save_every recorded steps (pure; vmap over ``p``)."""
-    N, k = cfg.steps_per_period, cfg.save_every
-    step = make_step(cfg)
+    """n_transient periods, then n_saves × save_every recorded steps (pure; vmap over ``p``);
+    both phases under ``integrate.simulate``'s save-block scan (step i is step i mod N of its
+    forcing period)."""
+    N = cfg.steps_per_period
+    period_step = make_step(cfg)
+    step = lambda p_, s, i: period_step(p_, s, jnp.remainder(i, N))
     dtype = jnp.result_type(p.x0)
     zero = jnp.zeros((), dtype)
     works0 = (zero, zero, zero, zero)
@@ -266,35 +273,24 @@ def simulate(cfg: Config, p: Params) -> Result:
         return (w[0] + o.work_forcing, w[1] + o.work_damping, w[2] + o.work_friction,
                 w[3] + o.work_contact)
 
-    def transient_period(carry, _):
-        def inner(c, j):
-            s, w = c
-            s, o = step(p, s, j)
-            return (s, add_works(w, o)), None
-        return jax.lax.scan(inner, carry, jnp.arange(N))[0], None
-
-    carry = (initial_state(p), works0)
+    s = initial_state(p)
+    works = works0
     if cfg.n_transient:
-        carry, _ = jax.lax.scan(transient_period, carry, jnp.arange(cfg.n_transient))
+        s, works, _ = integrate.simulate(step, p, s, works0, lambda w, o, i: add_works(w, o),
+                                         cfg.n_transient, N)
 
     # acc: works, n stuck steps, n impacts, peak |F_c|, peak |x|, transitions, last stuck
-    acc0 = (carry[1], zero, zero, zero, zero, zero, -jnp.ones((), dtype))  # last: -1 = none yet
+    acc0 = (works, zero, zero, zero, zero, zero, -jnp.ones((), dtype))  # last: -1 = none yet
 
-    def inner(c, i):
-        s, a = c
-        s, o = step(p, s, jnp.remainder(i, N))
-        a = (add_works(a[0], o), a[1] + o.stuck, a[2] + o.impact,
-             jnp.maximum(a[3], jnp.abs(o.contact_force)), jnp.maximum(a[4], jnp.abs(o.x)),
-             a[5] + ((a[6] >= 0) & (o.stuck != (a[6] > 0))), o.stuck.astype(dtype))
-        return (s, a), o
+    def reduce(a, o, i):
+        return (add_works(a[0], o), a[1] + o.stuck, a[2] + o.impact,
+                jnp.maximum(a[3], jnp.abs(o.contact_force)), jnp.maximum(a[4], jnp.abs(o.x)),
+                a[5] + ((a[6] >= 0) & (o.stuck != (a[6] > 0))), o.stuck.astype(dtype))
 
-    def block(c, jj):
-        c, _ = jax.lax.scan(lambda c, i: (inner(c, i)[0], None), c, jj * k + jnp.arange(k - 1))
-        c, o = inner(c, jj * k + k - 1)
-        return c, (_channels(cfg, o), o.x, o.v)
-
-    (s, acc), (hist, xs, vs) = jax.lax.scan(block, (carry[0], acc0), jnp.arange(cfg.n_saves))
+    s, acc, (hist, xs, vs) = integrate.simulate(step, p, s, acc0, reduce, cfg.n_saves, cfg.save_every,
+                                                save=lambda o: (_channels(cfg, o), o.x, o.v))
     # Poincaré points: the saves that fall on period ends (every N/k-th when k divides N)
+    k = cfg.save_every
     if N % k == 0:
         sel = slice(N // k - 1, None, N // k)
         px, pv = xs[sel], vs[sel]
@@ -399,7 +395,8 @@ def make_config(spec, t_end) -> Config:
     N = it["steps_per_period"]
     n_per = it["transient_periods"] + it["record_periods"]
     return Config(steps_per_period=N, n_transient=it["transient_periods"],
-                  n_saves=it["record_periods"] * N // it["save_every"], save_every=it["save_every"],
+                  n_saves=integrate.steps_and_saves(it["record_periods"] * N, 1, it["save_every"])[1],
+                  save_every=it["save_every"],
                   normal_law=spec["laws"]["normal"], friction=spec["friction"]["model"],
                   outputs=tuple(spec["outputs"]["histories"]), scheme=it["scheme"],
                   dt=t_end / (n_per * N)).validate()

@@ -25,7 +25,8 @@ Reactions: the hinge force on the rotor F_A = m2 r̈2 − m2 g, the motor torque
 M_e = J_C2 θ̈2 + e u × F_A.
 
 Time stepping: Moreau's midpoint scheme (as in ``impact_oscillator``), h fixed; ground forces
-explicit at the midpoint configuration.
+explicit at the midpoint configuration; the step runs under ``integrate.simulate``'s save-block
+scan (its own impulse-level stick–slip step, ``make_step``).
 
 Rotor sense and start state are not in the source: ω > 0 turns the rotor counter-clockwise
 (x forward, y up); at t = 0 the box rests in static equilibrium on the ground (rotor at rest
@@ -40,7 +41,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from .. import laws
+from .. import integrate, laws
 from . import float_params
 from .._math import cross2, perp, safe_pow
 
@@ -65,15 +66,13 @@ DEFAULT_OUTPUTS = ("box_x_m", "box_y_m", "pitch_rad", "normal_force_N", "frictio
 @dataclass(frozen=True)
 class Config:
     """Static configuration: dt [s], n_saves × save_every steps, steady window from step
-    ``steady_start_step``; friction: laws.STICK_SLIP_MODELS; pgs_iterations for the
-    two-corner stick–slip solve."""
+    ``steady_start_step``; friction: laws.STICK_SLIP_MODELS."""
 
     dt: float = 1e-5
     n_saves: int = 1000
     save_every: int = 100
     steady_start_step: int = 50_000
     friction: str = "stick_slip"
-    pgs_iterations: int = 4
     outputs: tuple = DEFAULT_OUTPUTS
     scheme: str = "moreau_midpoint"
 
@@ -211,19 +210,22 @@ class Forces(NamedTuple):
 
 
 def _forces(p: Params, q, qd, psi):
-    th, thd = q[2], qd[2]
-    r = _rot(th, _corners_body(p))                      # (2, 2)
-    pos_y = q[1] + r[:, 1]
-    vel = qd[:2][None, :] + thd * perp(r)               # corner velocities
-    delta = -pos_y
-    delta_dot = -vel[:, 1]
-    f = p.K * safe_pow(delta, 1.5) + p.c * jnp.maximum(delta, 0.0) * delta_dot
-    fn = jnp.where(delta > 0.0, jnp.maximum(f, 0.0), 0.0)
-    s = _rot(th, jnp.stack([p.Ax - p.Cx, p.Ay - p.Cy]))
-    th2 = th + psi
-    eu = p.e * jnp.stack([jnp.cos(th2), jnp.sin(th2)])
-    th2d = thd + p.omega
-    b = -thd * thd * s - th2d * th2d * eu
+    with integrate.stage("kinematics"):
+        th, thd = q[2], qd[2]
+        r = _rot(th, _corners_body(p))                      # (2, 2)
+        pos_y = q[1] + r[:, 1]
+        vel = qd[:2][None, :] + thd * perp(r)               # corner velocities
+        delta = -pos_y
+        delta_dot = -vel[:, 1]
+    with integrate.stage("contact_laws"):
+        f = p.K * safe_pow(delta, 1.5) + p.c * jnp.maximum(delta, 0.0) * delta_dot
+        fn = jnp.where(delta > 0.0, jnp.maximum(f, 0.0), 0.0)
+    with integrate.stage("kinematics"):
+        s = _rot(th, jnp.stack([p.Ax - p.Cx, p.Ay - p.Cy]))
+        th2 = th + psi
+        eu = p.e * jnp.stack([jnp.cos(th2), jnp.sin(th2)])
+        th2d = thd + p.omega
+        b = -thd * thd * s - th2d * th2d * eu
     return Forces(fn, r, vel[:, 0], s + eu, eu, b)
 
 
@@ -257,46 +259,51 @@ def make_step(cfg: Config):
 
     def step(p: Params, s: State, i):
         g = p.gravity
-        q_m = s.q + 0.5 * h * s.qd
+        with integrate.stage("integrator_update"):
+            q_m = s.q + 0.5 * h * s.qd
         psi = p.omega * ((i + 0.5) * h) + p.psi0
         fr = _forces(p, q_m, s.qd, psi)
-        grav = jnp.stack([0.0 * g, -g])
-        f_xy = jnp.stack([0.0 * g, jnp.sum(fr.fn)]) + (p.m1 + p.m2) * grav - p.m2 * fr.b
-        m_th = (jnp.sum(fr.corner_r[:, 0] * fr.fn) + cross2(fr.d, p.m2 * grav)
-                - p.m2 * cross2(fr.d, fr.b))
-        # The flat bottom is one friction contact: its resultant acts at the centre of pressure
-        # of the corner loads.  (Two stick constraints at corners a hair apart in height would
-        # also lock the pitch, through a nearly singular 2×2 Delassus matrix.)
-        n_tot = jnp.sum(fr.fn)
-        wk = jnp.where(n_tot > 0.0, fr.fn / jnp.where(n_tot > 0.0, n_tot, 1.0), 0.5)
-        r_cp = wk @ fr.corner_r
-        W = jnp.stack([jnp.ones_like(r_cp[0]), jnp.zeros_like(r_cp[0]), -r_cp[1]])
-        rhs = jnp.concatenate([f_xy, m_th[None]])
-        MinvW = _mass_solve(p, fr.d, W)
-        if cfg.friction == "regularised":
-            f_t = laws.friction_force("coulomb", W @ s.qd, n_tot, p.mu_kinetic, v0=p.v_reg)
-            qd1 = s.qd + h * (_mass_solve(p, fr.d, rhs) + MinvW * f_t)
-            stuck = (jnp.abs(W @ qd1) < p.v_reg) & (n_tot > 0)
-        else:
-            qd_free = s.qd + h * _mass_solve(p, fr.d, rhs)
-            if cfg.friction == "stick_slip":
-                f_t, _, stuck = laws.stick_slip_friction(W @ qd_free, W @ MinvW, n_tot,
-                                                         p.mu_static, p.mu_kinetic, h)
-                qd1 = qd_free + h * MinvW * f_t
-            elif cfg.friction == "lcp_acceleration":
-                a_free = (qd_free - s.qd) / h
-                f_t, stuck = laws.stick_slip_friction_acceleration(
-                    W @ s.qd, W @ a_free, W @ MinvW, n_tot, p.mu_static, p.mu_kinetic, p.v_reg)
-                qd1 = qd_free + h * MinvW * f_t
+        with integrate.stage("equations_of_motion"):
+            grav = jnp.stack([0.0 * g, -g])
+            f_xy = jnp.stack([0.0 * g, jnp.sum(fr.fn)]) + (p.m1 + p.m2) * grav - p.m2 * fr.b
+            m_th = (jnp.sum(fr.corner_r[:, 0] * fr.fn) + cross2(fr.d, p.m2 * grav)
+                    - p.m2 * cross2(fr.d, fr.b))
+            # The flat bottom is one friction contact: its resultant acts at the centre of pressure
+            # of the corner loads.  (Two stick constraints at corners a hair apart in height would
+            # also lock the pitch, through a nearly singular 2×2 Delassus matrix.)
+            n_tot = jnp.sum(fr.fn)
+            wk = jnp.where(n_tot > 0.0, fr.fn / jnp.where(n_tot > 0.0, n_tot, 1.0), 0.5)
+            r_cp = wk @ fr.corner_r
+            W = jnp.stack([jnp.ones_like(r_cp[0]), jnp.zeros_like(r_cp[0]), -r_cp[1]])
+            rhs = jnp.concatenate([f_xy, m_th[None]])
+            MinvW = _mass_solve(p, fr.d, W)
+        with integrate.stage("contact_laws"):  # friction on the impulse h·F_t (with its mass solves)
+            if cfg.friction == "regularised":
+                f_t = laws.friction_force("coulomb", W @ s.qd, n_tot, p.mu_kinetic, v0=p.v_reg)
+                qd1 = s.qd + h * (_mass_solve(p, fr.d, rhs) + MinvW * f_t)
+                stuck = (jnp.abs(W @ qd1) < p.v_reg) & (n_tot > 0)
             else:
-                f_t, qd1, stuck = jnp.zeros_like(n_tot), qd_free, jnp.zeros((), bool)
-        ft = wk * f_t
-        q1 = q_m + 0.5 * h * qd1
-        # reactions from the step's mean accelerations
-        acc = (qd1 - s.qd) / h
-        r2dd = acc[:2] + acc[2] * perp(fr.d) + fr.b
-        f_a = p.m2 * (r2dd - grav)
-        torque = p.J2 * acc[2] + cross2(fr.eu, f_a)
+                qd_free = s.qd + h * _mass_solve(p, fr.d, rhs)
+                if cfg.friction == "stick_slip":
+                    f_t, _, stuck = laws.stick_slip_friction(W @ qd_free, W @ MinvW, n_tot,
+                                                             p.mu_static, p.mu_kinetic, h)
+                    qd1 = qd_free + h * MinvW * f_t
+                elif cfg.friction == "lcp_acceleration":
+                    a_free = (qd_free - s.qd) / h
+                    f_t, stuck = laws.stick_slip_friction_acceleration(
+                        W @ s.qd, W @ a_free, W @ MinvW, n_tot, p.mu_static, p.mu_kinetic, p.v_reg)
+                    qd1 = qd_free + h * MinvW * f_t
+                else:
+                    f_t, qd1, stuck = jnp.zeros_like(n_tot), qd_free, jnp.zeros((), bool)
+            ft = wk * f_t
+        with integrate.stage("integrator_update"):
+            q1 = q_m + 0.5 * h * qd1
+        with integrate.stage("equations_of_motion"):
+            # reactions from the step's mean accelerations
+            acc = (qd1 - s.qd) / h
+            r2dd = acc[:2] + acc[2] * perp(fr.d) + fr.b
+            f_a = p.m2 * (r2dd - grav)
+            torque = p.J2 * acc[2] + cross2(fr.eu, f_a)
         contact = n_tot > 0.0
         stuck = contact & stuck
         o1 = q1[:2] - _rot(q1[2], jnp.stack([p.Cx, p.Cy]))
@@ -348,7 +355,7 @@ class Result(NamedTuple):
 def simulate(cfg: Config, p: Params) -> Result:
     """Run cfg.n_steps steps from :func:`static_rest_state` (pure; vmap over ``p``)."""
     step = make_step(cfg)
-    k, i_ss = cfg.save_every, cfg.steady_start_step
+    i_ss = cfg.steady_start_step
     s0 = static_rest_state(p)
     dt = s0.q.dtype
     z, big = jnp.zeros((), dt), jnp.asarray(jnp.inf, dt)
@@ -374,17 +381,8 @@ def simulate(cfg: Config, p: Params) -> Result:
                    a.sum_torque + w(o.motor_torque),
                    a.finite & jnp.all(jnp.isfinite(o.q)))
 
-    def inner(c, i):
-        s, a = c
-        s, o = step(p, s, i)
-        return (s, reduce(a, o, i)), o
-
-    def block(c, j):
-        c, _ = jax.lax.scan(lambda c, i: (inner(c, i)[0], None), c, j * k + jnp.arange(k - 1))
-        c, o = inner(c, j * k + k - 1)
-        return c, _channels(cfg, o)
-
-    (s, a), hist = jax.lax.scan(block, (s0, acc0), jnp.arange(cfg.n_saves))
+    s, a, hist = integrate.simulate(step, p, s0, acc0, reduce, cfg.n_saves, cfg.save_every,
+                                    save=lambda o: _channels(cfg, o))
     o1 = s.q[:2] - _rot(s.q[2], jnp.stack([p.Cx, p.Cy]))
     return Result(hist, s, o1, a)
 
@@ -502,8 +500,7 @@ def t_end(spec, cols):
 def make_config(spec, t_end) -> Config:
     it = spec["integrator"]
     dt, se = it["dt_s"], it["save_every"]
-    n_steps = max(1, int(math.ceil(t_end / dt - 1e-9)))
-    n_saves = max(1, int(math.ceil(n_steps / se)))
+    n_saves = integrate.steps_and_saves(t_end, dt, se)[1]
     ss = min(int(round(it["steady_start_s"] / dt)), n_saves * se - 1)
     return Config(dt=dt, n_saves=n_saves, save_every=se, steady_start_step=ss,
                   friction=spec["ground"]["friction_model"], outputs=tuple(spec["outputs"]["histories"]),

@@ -34,7 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import integrate, joints, laws, metrics
+from .. import drivers, integrate, joints, laws, metrics
 from .. import spec as specmod
 from .._math import perp, safe_norm
 from ..schema import POSITIVE, Param, Table
@@ -139,32 +139,6 @@ def benchmark_params(clearance=0.5e-3, crank_speed_rpm=5000.0, journal_radius=10
 
 # ----------------------------------------------------------------------------- kinematics
 
-def crank_acceleration(p: Params, t):
-    """Prescribed θ̈ [rad/s²]: ω/t_ramp during a linear ramp from rest, 0 afterwards."""
-    ramp = p.ramp_time > 0
-    return jnp.where(ramp & (t < p.ramp_time), p.crank_speed / jnp.where(ramp, p.ramp_time, 1.0), 0.0)
-
-
-def _crank(p, q, v, t):
-    """Crank pin B: position, velocity, acceleration and θ̈ from the carried (cos θ, sin θ)."""
-    cs = q[0:2]
-    w = v[0]
-    alpha = crank_acceleration(p, t)
-    r = p.crank_length
-    b = r * cs
-    vb = r * w * perp(cs)
-    ab = r * (alpha * perp(cs) - w * w * cs)
-    return b, vb, ab, alpha
-
-
-def _drift(n_pairs):
-    def drift(q, v, h):
-        pairs = [integrate.rotate_pair(q[2 * k:2 * k + 2], v[k] * h) for k in range(n_pairs)]
-        lin = q[2 * n_pairs:] + h * v[n_pairs:]
-        return jnp.concatenate(pairs + [lin])
-    return drift
-
-
 def _gravity(p):
     return jnp.stack([jnp.zeros_like(p.gravity), -p.gravity])
 
@@ -187,62 +161,68 @@ def _in_slider(r_j, v_j, w_j, x3, v3):
 
 
 def _accel_rod_slider(cfg, p, q, v, aux, t):
-    b, vb, ab, alpha = _crank(p, q, v, t)
-    u, up, w2 = _rod(q, v)
-    x3, v3 = q[4], v[2]
-    L, l = p.rod_length, 0.5 * p.rod_length
-    c = b + L * u
-    vc = vb + L * w2 * up
-    kin = _in_slider(c, vc, w2, x3, v3)
+    with integrate.stage("kinematics"):
+        b, vb, ab, alpha = drivers.crank_pin(p, q, v, t)
+        u, up, w2 = _rod(q, v)
+        x3, v3 = q[4], v[2]
+        L, l = p.rod_length, 0.5 * p.rod_length
+        c = b + L * u
+        vc = vb + L * w2 * up
+        kin = _in_slider(c, vc, w2, x3, v3)
     jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
-    jb = p.rod_inertia + p.rod_mass * l * l
-    tau = (-p.rod_mass * l * jnp.dot(up, ab) - p.rod_mass * p.gravity * l * u[0]
-           + joints.moment(jf.f_slots, jf.p_j, b))
-    a = jnp.stack([alpha, tau / jb, -jf.force[0] / p.slider_mass])
+    with integrate.stage("equations_of_motion"):
+        jb = p.rod_inertia + p.rod_mass * l * l
+        tau = (-p.rod_mass * l * jnp.dot(up, ab) - p.rod_mass * p.gravity * l * u[0]
+               + joints.moment(jf.f_slots, jf.p_j, b))
+        a = jnp.stack([alpha, tau / jb, -jf.force[0] / p.slider_mass])
     return a, mem[None], (jf,)
 
 
 def _accel_crank_rod(cfg, p, q, v, aux, t):
-    b, vb, ab, alpha = _crank(p, q, v, t)
-    u, up, w2 = _rod(q, v)
-    x3, v3 = q[4], v[2]
-    L, l = p.rod_length, 0.5 * p.rod_length
-    cpt, vcpt = _on_x_axis(x3, v3)
-    a_end = cpt - L * u
-    va = vcpt - L * w2 * up
-    kin = joints.JointKinematics(b, vb, v[0], a_end, va, u, w2)
+    with integrate.stage("kinematics"):
+        b, vb, ab, alpha = drivers.crank_pin(p, q, v, t)
+        u, up, w2 = _rod(q, v)
+        x3, v3 = q[4], v[2]
+        L, l = p.rod_length, 0.5 * p.rod_length
+        cpt, vcpt = _on_x_axis(x3, v3)
+        a_end = cpt - L * u
+        va = vcpt - L * w2 * up
+        kin = joints.JointKinematics(b, vb, v[0], a_end, va, u, w2)
     jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
-    m2, m3 = p.rod_mass, p.slider_mass
-    qx = -jf.force[0]
-    qphi = joints.moment(-jf.f_slots, jf.p_b, cpt) + l * m2 * p.gravity * u[0]
-    m11, m12, m22 = m2 + m3, m2 * l * u[1], p.rod_inertia + m2 * l * l
-    r1 = qx - m2 * l * w2 * w2 * u[0]
-    det = m11 * m22 - m12 * m12
-    xdd = (m22 * r1 - m12 * qphi) / det
-    phidd = (m11 * qphi - m12 * r1) / det
-    a = jnp.stack([alpha, phidd, xdd])
+    with integrate.stage("equations_of_motion"):
+        m2, m3 = p.rod_mass, p.slider_mass
+        qx = -jf.force[0]
+        qphi = joints.moment(-jf.f_slots, jf.p_b, cpt) + l * m2 * p.gravity * u[0]
+        m11, m12, m22 = m2 + m3, m2 * l * u[1], p.rod_inertia + m2 * l * l
+        r1 = qx - m2 * l * w2 * w2 * u[0]
+        det = m11 * m22 - m12 * m12
+        xdd = (m22 * r1 - m12 * qphi) / det
+        phidd = (m11 * qphi - m12 * r1) / det
+        a = jnp.stack([alpha, phidd, xdd])
     return a, mem[None], (jf,)
 
 
 def _accel_both(cfg, p, q, v, aux, t):
-    b, vb, ab, alpha = _crank(p, q, v, t)
-    u, up, w2 = _rod(q, v)
-    g2, vg = q[4:6], v[2:4]
-    x3, v3 = q[6], v[4]
-    l = 0.5 * p.rod_length
-    jp1 = jax.tree_util.tree_map(lambda x: x[0], p.joint)
-    jp2 = jax.tree_util.tree_map(lambda x: x[1], p.joint)
-    a_end, va = g2 - l * u, vg - l * w2 * up
-    c_end, vc = g2 + l * u, vg + l * w2 * up
-    kin1 = joints.JointKinematics(b, vb, v[0], a_end, va, u, w2)
+    with integrate.stage("kinematics"):
+        b, vb, ab, alpha = drivers.crank_pin(p, q, v, t)
+        u, up, w2 = _rod(q, v)
+        g2, vg = q[4:6], v[2:4]
+        x3, v3 = q[6], v[4]
+        l = 0.5 * p.rod_length
+        jp1 = jax.tree_util.tree_map(lambda x: x[0], p.joint)
+        jp2 = jax.tree_util.tree_map(lambda x: x[1], p.joint)
+        a_end, va = g2 - l * u, vg - l * w2 * up
+        c_end, vc = g2 + l * u, vg + l * w2 * up
+        kin1 = joints.JointKinematics(b, vb, v[0], a_end, va, u, w2)
+        kin2 = _in_slider(c_end, vc, w2, x3, v3)
     jf1, mem1 = joints.evaluate(cfg.joint, jp1, kin1, aux[0])
-    kin2 = _in_slider(c_end, vc, w2, x3, v3)
     jf2, mem2 = joints.evaluate(cfg.joint, jp2, kin2, aux[1])
-    m2 = p.rod_mass
-    ag = (-jf1.force + jf2.force) / m2 + _gravity(p)
-    tau = joints.moment(-jf1.f_slots, jf1.p_b, g2) + joints.moment(jf2.f_slots, jf2.p_j, g2)
-    a = jnp.concatenate([jnp.stack([alpha, tau / p.rod_inertia]), ag,
-                         jnp.stack([-jf2.force[0] / p.slider_mass])])
+    with integrate.stage("equations_of_motion"):
+        m2 = p.rod_mass
+        ag = (-jf1.force + jf2.force) / m2 + _gravity(p)
+        tau = joints.moment(-jf1.f_slots, jf1.p_b, g2) + joints.moment(jf2.f_slots, jf2.p_j, g2)
+        a = jnp.concatenate([jnp.stack([alpha, tau / p.rod_inertia]), ag,
+                             jnp.stack([-jf2.force[0] / p.slider_mass])])
     return a, jnp.stack([mem1, mem2]), (jf1, jf2)
 
 
@@ -320,7 +300,7 @@ def simulate(cfg: Config, p: Params, state0=None) -> Result:
         out = (a, jfs, q, v, t)
         return a, aux1, out
 
-    step = integrate.make_step(cfg.scheme, accel, _drift(n_pairs), cfg.dt)
+    step = integrate.make_step(cfg.scheme, accel, integrate.pair_drift(n_pairs), cfg.dt)
     q0, v0, aux0 = initial_state(cfg, p)
     if state0 is not None:
         q0, v0 = (jnp.asarray(x, q0.dtype) for x in state0)
@@ -366,14 +346,7 @@ def ideal(p: Params, t):
     and R_B (crank–rod, on the rod).  Returns a dict of arrays over t: slider acceleration
     [m/s²], |R_C| and |R_B| [N], and the kinematics.
     """
-    t = jnp.asarray(t)
-    w_full, tr = p.crank_speed, p.ramp_time
-    ramp = tr > 0
-    trs = jnp.where(ramp, tr, 1.0)
-    in_ramp = ramp & (t < tr)
-    theta = jnp.where(in_ramp, 0.5 * w_full * t * t / trs, w_full * (t - jnp.where(ramp, 0.5 * tr, 0.0)))
-    wd = jnp.where(in_ramp, w_full * t / trs, w_full)
-    al = jnp.where(in_ramp, w_full / trs, 0.0)
+    theta, wd, al = drivers.crank_ramp(t, p.crank_speed, p.ramp_time)
     r, L, l = p.crank_length, p.rod_length, 0.5 * p.rod_length
     ct, st = jnp.cos(theta), jnp.sin(theta)
     sp = -r * st / L
@@ -487,16 +460,7 @@ def stability_dt(p: Params, scheme):
 def check_params(spec, cfg: Config, p: Params, name):
     """The bushing stays outside the journal; dt is under the stability bound."""
     _clearance.check_bushing(cfg.joint, p.joint, name)
-    check_dt(cfg, np.asarray(stability_dt(p, cfg.scheme)), name)
-
-
-def check_dt(cfg, bound, name):
-    """SpecError naming the first variant whose stable step ``bound`` [s] is below cfg.dt."""
-    if np.any(cfg.dt > bound):
-        i = int(np.argmin(bound))
-        raise SpecError(f"integrator.dt_s = {cfg.dt:g} exceeds the stability bound {bound[i]:.3g} s of "
-                        f"scheme {cfg.scheme!r} ({name(i)}; "
-                        "contact stiffness and masses, see integrate.stability_bound); reduce dt_s")
+    _clearance.check_dt(cfg, np.asarray(stability_dt(p, cfg.scheme)), name)
 
 
 def joint_names(cfg: Config):
@@ -556,39 +520,6 @@ def _ideal_peaks_batch(p, t_end, n_samples):
     return jax.vmap(lambda pp: ideal_peaks(pp, t_end, pp.steady_start, n_samples=n_samples))(p)
 
 
-def _peak_columns(out, what, unit, ideal_col, peak, peak_s, ideal_, ideal_s):
-    """peak_<what><unit>, its steady twin, the ideal peak, DE (seed 001) and plain ratios."""
-    out[f"peak_{what}{unit}"] = peak
-    out[f"peak_{what}_steady{unit}"] = peak_s
-    out[ideal_col] = ideal_
-    out[ideal_col.replace(unit, "_steady" + unit)] = ideal_s
-    out[f"daf_{what}"] = metrics.amplification(peak, ideal_)
-    out[f"daf_{what}_steady"] = metrics.amplification(peak_s, ideal_s)
-    out[f"ratio_{what}"] = peak / ideal_
-    out[f"ratio_{what}_steady"] = peak_s / ideal_s
-
-
-def motion_columns(out, acc, names, ideal_full=None):
-    """Impacts and the free-flight / impact / continuous-contact fractions (all joints together
-    and, with several joints, per joint ``_<name>`` with the joint's peak force and, given the
-    ideal peaks ``ideal_full``, its DE against that joint's ideal reaction)."""
-    free, imp, cont = (np.asarray(x) for x in metrics.motion_fractions(acc))
-    out["impacts"] = acc.impacts.sum(axis=1)
-    out["free_flight_fraction"] = free.mean(axis=1)
-    out["impact_fraction"] = imp.mean(axis=1)
-    out["continuous_contact_fraction"] = cont.mean(axis=1)
-    out["max_contact_regions"] = acc.max_regions.max(axis=1)
-    if len(names) > 1 and ideal_full is not None:
-        for j, nm in enumerate(names):
-            out[f"peak_contact_force_{nm}_N"] = acc.peak_force[:, j]
-            out[f"daf_contact_force_{nm}"] = metrics.amplification(acc.peak_force[:, j], ideal_full["reaction_" + nm])
-            out[f"impacts_{nm}"] = acc.impacts[:, j]
-            out[f"free_flight_fraction_{nm}"] = free[:, j]
-            out[f"impact_fraction_{nm}"] = imp[:, j]
-            out[f"continuous_contact_fraction_{nm}"] = cont[:, j]
-    return free, imp, cont
-
-
 def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     """Metrics table rows (dict of arrays) for one chunk."""
     acc = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_real], res.acc)
@@ -599,9 +530,9 @@ def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     names = JOINTS[cfg.clearance_joint]
     out = {}
     ref, refs = (np.asarray(reaction_reference(d, names)) for d in (ideal_full, ideal_steady))
-    _peak_columns(out, "contact_force", "_N", "ideal_peak_reaction_N",
+    metrics.peak_columns(out, "contact_force", "_N", "ideal_peak_reaction_N",
                   acc.peak_force.max(axis=1), acc.peak_force_steady.max(axis=1), ref, refs)
-    _peak_columns(out, "slider_acceleration", "_m_per_s2", "ideal_peak_slider_acceleration_m_per_s2",
+    metrics.peak_columns(out, "slider_acceleration", "_m_per_s2", "ideal_peak_slider_acceleration_m_per_s2",
                   acc.peak_acc, acc.peak_acc_steady,
                   ideal_full["slider_acceleration"], ideal_steady["slider_acceleration"])
     # Smooth (power-mean, p = metrics.SMOOTH_EXPONENT) peaks over the run: the differentiable
@@ -612,7 +543,7 @@ def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     out["smooth_peak_slider_acceleration_m_per_s2"] = sm_a
     out["smooth_daf_contact_force"] = metrics.amplification(sm_f, ref)
     out["smooth_daf_slider_acceleration"] = metrics.amplification(sm_a, ideal_full["slider_acceleration"])
-    motion_columns(out, acc, names, ideal_full)
+    metrics.motion_columns(out, acc, names, ideal_full)
     if cfg.joint.window:
         out["window_overflow_steps"] = acc.window_overflow_steps.sum(axis=1)
     fin = acc.finite & np.isfinite(np.asarray(res.q)[:n_real]).all(axis=1) & np.isfinite(np.asarray(res.v)[:n_real]).all(axis=1)
