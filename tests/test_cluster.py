@@ -119,7 +119,7 @@ def test_two_workers_fill_the_store_of_a_local_run_bit_for_bit(client, cache, tm
         assert all(r["compile_s"] == 0.0 for r in [x for x in lines if x["worker_pid"] == pid][1:])
     # a rerun on the same DIR reuses everything and submits nothing
     _, s2, _ = sweep.run(TINY, out=tmp_path / "cl", log=None, compile_cache=cache, cluster=client)
-    assert s2["chunks_reused"] == 3 and s2["chunks_computed"] == 0
+    assert s2["rerun"]["chunks_reused"] == 3 and s2["rerun"]["chunks_computed"] == 0
 
 
 def test_bad_cluster_arguments_are_refused():

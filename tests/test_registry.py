@@ -156,7 +156,7 @@ def test_toy_sweep_runs_stores_and_resumes(tmp_path):
     g = store.open(out, mode="r")
     assert list(g.attrs["joints"]) == [] and g.attrs["spec_hash"] == summary["spec_hash"]
     again, s2, _ = sweep.run(sp, out=out, log=None, compile_cache=False)
-    assert s2["chunks_reused"] == 2 and s2["chunks_computed"] == 0
+    assert s2["rerun"]["chunks_reused"] == 2 and s2["rerun"]["chunks_computed"] == 0
     for k in table:
         np.testing.assert_array_equal(again[k], table[k])
     res = sweep.load(out)

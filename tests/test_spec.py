@@ -246,7 +246,8 @@ def test_estimate_on_a_tiny_spec():
     assert e["n_variants"] == 3 and e["chunk_size"] == 2 and e["n_chunks"] == 2 and e["padding"] == 1
     assert e["steps_per_variant"] == 500 and e["n_saves"] == 50 and e["dt_s"] == 2e-6
     assert abs(e["t_end_s"] - 1e-3) < 1e-12
-    assert e["history_bytes_per_chunk"] == 2 * 50 * 5 * 8  # chunk × saves × channels × float64
+    # chunk × saves × channels × float64: the 5 default channels and contact_force_block_max_N
+    assert e["history_bytes_per_chunk"] == 2 * 50 * 6 * 8
     assert e["history_bytes"] == 3 * 50 * 5 * 8 and e["store_bytes"] > e["history_bytes"]
     assert e["params_bytes_per_chunk"] > 0 and e["memory_bytes_per_chunk"] > e["output_bytes_per_chunk"] > 0
     assert e["probe_steps"] == 100 and e["compile_s"] >= 0 and e["probe_run_s"] > 0
