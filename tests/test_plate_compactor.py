@@ -92,7 +92,7 @@ def _flight(p, dt, n):
 
     def body(s, i):
         s, o = step(p, s, i)
-        rg, vg, L = _system_com_and_momentum(p, s, (i + 1) * dt)
+        rg, vg, L = _system_com_and_momentum(p, s, (jnp.asarray(i, float) + 1) * dt)
         return s, (rg, vg, L, jnp.sum(o.fn))
 
     _, out = jax.jit(lambda s: jax.lax.scan(body, s, jnp.arange(n)))(s0)
