@@ -105,6 +105,7 @@ def cross(a, b):
     return a[0] * b[1] - a[1] * b[0]
 
 
+@pytest.mark.slow
 def test_four_bar_spec_runs_through_the_sweep(tmp_path):
     sp = {"model": {"mechanism": "four_bar", "ramp_time_s": 0.0}, "sweep": {"name": "fb_tiny"},
           "integrator": {"t_end_s": 2e-3, "save_every": 20}, "outputs": {"plots": True, "plot_variants": 2},
@@ -120,6 +121,7 @@ def test_four_bar_spec_runs_through_the_sweep(tmp_path):
     assert (tmp_path / "fb" / "plots" / "journal_orbits.png").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("joint", ["follower_ground", "coupler_ends"])
 def test_four_bar_spec_with_clearance_at_other_joints(tmp_path, joint):
     sp = {"model": {"mechanism": "four_bar", "clearance_joint": joint, "ramp_time_s": 0.0},

@@ -28,6 +28,7 @@ def _spec(**identify):
     return d
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("start,optimizer", [(0.7 * TRUE_C, "adam"), (1.3 * TRUE_C, "lbfgs")])
 def test_recovers_clearance_from_30_percent_off(start, optimizer):
     d = _spec(optimizer=optimizer, iterations=80 if optimizer == "adam" else 10)
@@ -40,6 +41,7 @@ def test_recovers_clearance_from_30_percent_off(start, optimizer):
     assert res["loss"] < 0.5 * res["_history"][0].min()
 
 
+@pytest.mark.slow
 def test_csv_measurement_and_two_parameters(tmp_path):
     """A measured CSV (time_s, signal) on its own time grid; clearance and restitution fitted
     together by multi-start Adam (two starts under vmap)."""
@@ -97,6 +99,7 @@ def _png_size(path):
     return int.from_bytes(b[16:20], "big"), int.from_bytes(b[20:24], "big")
 
 
+@pytest.mark.slow
 def test_cli_identify_writes_json_history_plot(tmp_path):
     """`jaxclear identify` end to end: Levenberg–Marquardt on the integral loss from two starts
     (−20 %, +20 %) recovers the synthetic truth 0.25 mm within 2 % (and within 4 Gauss–Newton
@@ -159,6 +162,7 @@ noise_relative = 0.05
     assert png.stat().st_size > 20_000  # two panels of curves, not a blank canvas
 
 
+@pytest.mark.slow
 def test_screening_then_levenberg_marquardt_from_a_wide_box():
     """The forward-only screening stage finds the basin in a box far wider than ±30 %
     (−60 % … +100 % of the clearance); Levenberg–Marquardt (forward-mode J) then converges in a
@@ -188,6 +192,7 @@ def test_levenberg_marquardt_step_solves_a_linear_least_squares_problem():
     assert float(lam2) == pytest.approx(4e-14)
 
 
+@pytest.mark.slow
 def test_recovers_clearance_and_two_wear_coefficients():
     """The 3-parameter problem of sweeps/identify_clearance.toml (clearance + wear Fourier
     coefficients a2, b2 from 2 ms of 5 %-noisy slider acceleration), with starts anywhere in

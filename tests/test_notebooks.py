@@ -138,6 +138,7 @@ async def _execute(name):
     return name, nb, "", time.perf_counter() - t0
 
 
+@pytest.mark.slow
 def test_notebooks_run_top_to_bottom(kernel_env, monkeypatch):
     """All three at once, one kernel each: JAX compiles on one core, so two cores run two
     notebooks' compiles side by side (one test, so that pytest-xdist does not run them twice)."""

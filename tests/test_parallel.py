@@ -145,6 +145,7 @@ def test_non_finite_variant_is_flagged_and_leaves_its_chunk_alone(tmp_path, monk
         np.testing.assert_array_equal(hists[k][[0, 1, 3]], hc[k][[0, 1, 3]], err_msg=k)
 
 
+@pytest.mark.slow
 def test_compile_cache_is_reused_by_a_second_process(spec_file, tmp_path):
     cache = tmp_path / "xla"
     _wait(_cli([spec_file, "--out", tmp_path / "a"], cache=cache))
