@@ -27,6 +27,7 @@ def test_ideal_loop_closes_and_rates_are_derivatives():
         assert np.abs(fd - ref)[m].max() < 2e-4 * np.abs(ref).max(), x
 
 
+@pytest.mark.slow
 def test_amplification_vanishes_as_the_clearance_closes():
     # The seed-001 run (ramp to 50π rad/s over 0.12 s, 0.14 s): the amplification factors of
     # the last crank revolution fall towards 0 as c -> 0 (measured DE_F = 6.3, 0.61, 0.002 and

@@ -175,6 +175,7 @@ def test_acceleration_level_lcp_reproduces_case2_stick_and_slip_phases():
 # ------------------------------------------------------------------------------------------
 # through the sweep layer (registry): the column names, both senses, bad input
 # ------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_hard_ground_spec_columns_and_source_result(tmp_path):
     from jaxclear import spec as specmod, sweep
     sp = specmod.load("sweeps/plate_compactor_hard_ground.toml",

@@ -188,6 +188,7 @@ def test_float32_option_tracks_float64():
     assert abs(float(r32.acc.peak_force[0]) / float(r64.acc.peak_force[0]) - 1) < 0.02
 
 
+@pytest.mark.slow
 def test_checkpointed_gradient_equals_plain():
     def peak(c, ckpt):
         cfg = sc.Config(dt=1e-6, n_saves=3, save_every=100, outputs=("contact_force_N",), checkpoint=ckpt)
