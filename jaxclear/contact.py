@@ -165,7 +165,7 @@ def detect(points, pin_center, pin_radius, max_regions: int, refine: bool = Fals
     kk = jnp.arange(n, dtype=jnp.int32)
     is_best = in_slot & (key == _take_small(best, seg))
     idx = jax.ops.segment_min(jnp.where(is_best, kk, n), seg, num_segments=K + 1)[:K]
-    active = jnp.arange(K) < jnp.minimum(n_regions, K)
+    active = jnp.arange(K, dtype=jnp.int32) < jnp.minimum(n_regions, K)
     idx = jnp.where(active, idx, 0).astype(jnp.int32)
 
     depth, pb = _refined(p, c, R, idx, refine)
@@ -496,7 +496,7 @@ def detect_window(points, pin_center, pin_radius, max_regions: int, window: int,
     starts = m & ~jnp.concatenate([jnp.zeros((1,), bool), m[:-1]])
     cs = _prefix_count(starts)
     n_regions = cs[-1]
-    slots = jnp.arange(K)
+    slots = jnp.arange(K, dtype=jnp.int32)
     lab = jnp.where(m, cs - 1, K)
     labels = jnp.minimum(lab, K)
     active = slots < jnp.minimum(n_regions, K)
@@ -567,7 +567,7 @@ def window_impact_memory(regions: WindowRegions, memory, region_delta_dot, n_poi
             rolled = jnp.concatenate([jnp.zeros((-sft,), dt), prev[:sft]])
         aligned = jnp.where(sig == sft, rolled, aligned)
     lost = (jnp.abs(sig) > max_shift) & jnp.any(prev > 0)
-    onehot = (regions.labels[:, None] == jnp.arange(K)[None, :]) & regions.mask[:, None]  # (W, K)
+    onehot = (regions.labels[:, None] == jnp.arange(K, dtype=jnp.int32)[None, :]) & regions.mask[:, None]  # (W, K)
     inh = jnp.max(jnp.where(onehot, aligned[:, None], 0.0), axis=0)
     has = inh > 0
     out = jnp.where(has, inh, jnp.maximum(vdot, floor))

@@ -341,7 +341,8 @@ def _optimise(res, u0, s, iterations):
 
         def step(u, st):
             val, g = jax.value_and_grad(obj)(u)
-            upd, st = opt.update(g, st, u)
+            with jax.numpy_dtype_promotion("standard"):  # optax mixes int32 counts with floats
+                upd, st = opt.update(g, st, u)
             return optax.apply_updates(u, upd), st, val
     else:
         opt = optax.lbfgs()
@@ -349,7 +350,8 @@ def _optimise(res, u0, s, iterations):
 
         def step(u, st):
             val, g = vg(u, state=st)
-            upd, st = opt.update(g, st, u, value=val, grad=g, value_fn=obj)
+            with jax.numpy_dtype_promotion("standard"):  # optax's L-BFGS mixes int32 and int64
+                upd, st = opt.update(g, st, u, value=val, grad=g, value_fn=obj)
             return optax.apply_updates(u, upd), st, val
 
     return _iterate(jax.jit(jax.vmap(step)), obj, u0, jax.vmap(opt.init)(u0), iterations)

@@ -82,7 +82,7 @@ def stage(name: str):
 
 def _time(i, h, like):
     """t = i·dt in the state's dtype (never accumulated; keeps float32 runs in float32)."""
-    return (i * h).astype(like.dtype)
+    return (jnp.asarray(i, dtype=float) * h).astype(like.dtype)
 
 
 def make_step(scheme: str, accel: Callable, drift: Callable, dt: float):

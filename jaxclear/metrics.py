@@ -195,8 +195,8 @@ def motion_fractions(acc: Accumulator):
     """(free_flight, impact, continuous_contact) fractions of the run, per joint (leading
     variant axes allowed)."""
     n = jnp.maximum(acc.steps, 1)[..., None].astype(jnp.result_type(float))  # not int32/int32 -> f32
-    free = (acc.steps[..., None] - acc.contact_steps) / n
-    return free, acc.impact_steps / n, acc.continuous_steps / n
+    free = (acc.steps[..., None] - acc.contact_steps).astype(n.dtype) / n
+    return free, acc.impact_steps.astype(n.dtype) / n, acc.continuous_steps.astype(n.dtype) / n
 
 
 def peak_vector_names(acc_name, acc_unit):

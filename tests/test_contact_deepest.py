@@ -113,6 +113,7 @@ def _sim(max_regions, p, steps=1500):
     return jax.jit(jax.vmap(lambda q: sc.simulate(cfg, q)))(p)
 
 
+@pytest.mark.slow
 def test_one_slot_simulation_equals_the_full_pass_on_ovalised_bushing():
     p = _bench_params([0.5e-3, 0.1e-3, 0.03e-3])
     full, one = _sim(4, p), _sim(1, p)

@@ -113,6 +113,7 @@ def _sim(window, p, steps=1500):
     return jax.jit(jax.vmap(lambda q: sc.simulate(cfg, q)))(p)
 
 
+@pytest.mark.slow
 def test_window_simulation_equals_full_on_ovalised_bushing():
     p = _bench_params([0.5e-3, 0.1e-3, 0.03e-3])
     full, win = _sim(0, p), _sim(32, p)
@@ -124,6 +125,7 @@ def test_window_simulation_equals_full_on_ovalised_bushing():
     np.testing.assert_allclose(np.asarray(win.q), np.asarray(full.q), rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_window_simulation_reports_overflow_and_runs_in_float32():
     p = _bench_params([0.1e-3])
     narrow = _sim(5, p)  # 5 points cannot hold the contact of a 0.1 mm bushing

@@ -60,7 +60,7 @@ def test_relative_coordinates_match_cartesian_multibody():
     rhs = mb.make_rhs(SYSTEM, _applied(p_sc.joint))
 
     def step(y, i):
-        t = i * dt
+        t = jnp.asarray(i, float) * dt
         k1 = rhs(y, t, params)
         k2 = rhs(y + 0.5 * dt * k1, t + 0.5 * dt, params)
         k3 = rhs(y + 0.5 * dt * k2, t + 0.5 * dt, params)

@@ -27,6 +27,7 @@ def test_ideal_loop_closes_and_rates_are_derivatives():
         assert np.abs(fd - ref)[m].max() < 2e-4 * np.abs(ref).max(), x
 
 
+@pytest.mark.slow
 def test_amplification_vanishes_as_the_clearance_closes():
     # The run of Zheng et al. (ramp to 50π rad/s over 0.12 s, 0.14 s): the amplification factors of
     # the last crank revolution fall towards 0 as c -> 0 (measured DE_F = 6.3, 0.61, 0.002 and
@@ -105,6 +106,7 @@ def cross(a, b):
     return a[0] * b[1] - a[1] * b[0]
 
 
+@pytest.mark.slow
 def test_four_bar_spec_runs_through_the_sweep(tmp_path):
     sp = {"model": {"mechanism": "four_bar", "ramp_time_s": 0.0}, "sweep": {"name": "fb_tiny"},
           "integrator": {"t_end_s": 2e-3, "save_every": 20}, "outputs": {"plots": True, "plot_variants": 2},
@@ -120,6 +122,7 @@ def test_four_bar_spec_runs_through_the_sweep(tmp_path):
     assert (tmp_path / "fb" / "plots" / "journal_orbits.png").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("joint", ["follower_ground", "coupler_ends"])
 def test_four_bar_spec_with_clearance_at_other_joints(tmp_path, joint):
     sp = {"model": {"mechanism": "four_bar", "clearance_joint": joint, "ramp_time_s": 0.0},

@@ -213,6 +213,7 @@ def _spec(**axes):
                            "save_every": 1000, "chunk_size": 2}, "axes": axes}
 
 
+@pytest.mark.slow
 def test_spec_sweep_runs_and_poincare_columns(tmp_path):
     from jaxclear import sweep
     table, summary, hists = sweep.run(_spec(**{"model.forcing_frequency_rad_per_s": {"values": [20.0, 75.0, 45.0]}}),

@@ -88,7 +88,7 @@ def make_sim(system, applied=None):
 
     def sim(y0, p, dt, n):
         def body(y, i):
-            y1 = rk4_step(rhs, y, i * dt, dt, p)  # t = i*dt, never accumulated
+            y1 = rk4_step(rhs, y, jnp.asarray(i, float) * dt, dt, p)  # t = i*dt, never accumulated
             return y1, y1
 
         _, ys = jax.lax.scan(body, y0, jnp.arange(n))

@@ -5,7 +5,10 @@ written into a temporary JUPYTER_PATH, so no user-installed "python3" kernel of 
 picked up), with matplotlib's Agg backend, JAXCLEAR_NB_SIZE=small and a fresh JAX compile cache.
 A failing cell fails the test with the cell's traceback. The stored notebooks must carry no
 outputs (they are the source, outputs are regenerated), and no output of the executed notebook
-may exceed 1 MB.
+may exceed 1 MB.  A check cell appended in memory to each notebook reports what it computed
+(``CHECKS``), and the test asserts the physics and numerics the notebook's text claims: the
+figures drawn, ideal reactions ∝ ω², the contact-region counts of the lobed bore, the orders of
+the depth error, autodiff against finite differences, the identified parameters.
 """
 
 import asyncio
@@ -23,6 +26,61 @@ pytest.importorskip("ipykernel")
 NB_DIR = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = ["01_amplification_factors.ipynb", "02_wear_profiles.ipynb", "03_sensitivity_identification.ipynb"]
 MAX_OUTPUT_BYTES = 1_000_000
+
+
+# Appended to each notebook (in memory): one printed JSON line of what the notebook computed.
+_FIGS = """[sum(len(a.lines) + len(a.collections) + len(a.images) + len(a.patches) for a in plt.figure(n).axes)
+ for n in plt.get_fignums()]"""
+CHECKS = {
+    "01_amplification_factors.ipynb": """
+_speed = np.asarray(table["crank_speed_rpm"])
+_ideal = np.asarray(table["ideal_peak_reaction_steady_N"])
+_groups = [(_speed == v) & (rest == e) for v in S["speeds_rpm"] for e in S["restitutions"]]
+_check = {
+    "figures": %s,
+    "n_variants": len(table["finite"]), "all_finite": bool(np.all(table["finite"])),
+    "failed": list(summary["failed_variants"]),
+    "force_ratio": [float(F[g][np.argmax(c[g])] / F[g][np.argmin(c[g])]) for g in _groups],
+    "ideal_spread": {str(v): float(np.ptp(_ideal[_speed == v]) / np.max(_ideal[_speed == v])) for v in S["speeds_rpm"]},
+    "ideal_speed_ratio": float(_ideal[_speed == max(S["speeds_rpm"])][0] / _ideal[_speed == min(S["speeds_rpm"])][0]),
+    "speed_ratio_sq": (max(S["speeds_rpm"]) / min(S["speeds_rpm"])) ** 2,
+}""" % _FIGS,
+    "02_wear_profiles.ipynb": """
+_check = {
+    "figures": %s,
+    "lobed_regions": [int(detect(lobed, jnp.asarray([e, 0.0]), R_J, max_regions=4, refine=True).n_regions)
+                      for e in (90e-6, 115e-6, 140e-6)],
+    "errors": {k: [float(x) for x in v] for k, v in errors.items()},
+    "orders": {k: float(-np.polyfit(np.log(S["accuracy_n"]), np.log(e), 1)[0]) for k, e in errors.items()},
+    "sims": {str(n): [float(t["peak_contact_force_N"][0]), int(t["max_contact_regions"][0]), bool(t["finite"][0])]
+             for n, (t, _, _) in sims.items()},
+}""" % _FIGS,
+    "03_sensitivity_identification.ipynb": """
+_ad, _fd = fd_and_ad("smooth_peak_contact_force_N")
+_check = {
+    "figures": %s,
+    "all_finite": bool(res["finite"].all()),
+    "ad_fd_rel": {k: min(abs(_fd[(k, r)] - _ad[k]) / abs(_ad[k]) for r in S["fd_steps"]) for k in KEYS},
+    "fit_rel_error": {k: p["value"] / TRUE[k] - 1 for k, p in fit["parameters"].items()},
+    "written": sorted(p.name for p in out.iterdir()),
+    "wear_rel_error": {k: p["value"] / WEAR_TRUTH[k] - 1 for k, p in wfit["parameters"].items()},
+    "wear_loss": wfit["loss"], "wear_screened_loss": wfit["screen"]["kept_losses"][0],
+}""" % _FIGS,
+}
+CHECK_TAIL = "\nimport json as _json\nprint('NBCHECK ' + _json.dumps(_check))\n"
+
+
+def _checked(nb, name):
+    """The JSON the appended check cell printed."""
+    out = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.output_type == "stream")
+    line = [ln for ln in out.splitlines() if ln.startswith("NBCHECK ")]
+    assert line, f"{name}: the check cell printed nothing: {out!r}"
+    return json.loads(line[0][len("NBCHECK "):])
+
+
+def _n_subplots_calls(name):
+    nb = nbformat.read(NB_DIR / name, as_version=4)
+    return sum(c.source.count("plt.subplots(") for c in nb.cells if c.cell_type == "code")
 
 
 def _output_bytes(output):
@@ -67,7 +125,8 @@ def kernel_env(tmp_path_factory):
 async def _execute(name):
     """Execute one notebook in a fresh kernel; (name, executed notebook or None, error text, wall s)."""
     nb = nbformat.read(NB_DIR / name, as_version=4)
-    # one cell appended in memory: which interpreter the kernel runs
+    # two cells appended in memory: what the notebook computed, which interpreter the kernel runs
+    nb.cells.append(nbformat.v4.new_code_cell(CHECKS[name] + CHECK_TAIL))
     nb.cells.append(nbformat.v4.new_code_cell("import sys; print(sys.executable)"))
     client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
                                      resources={"metadata": {"path": str(NB_DIR)}})
@@ -79,6 +138,7 @@ async def _execute(name):
     return name, nb, "", time.perf_counter() - t0
 
 
+@pytest.mark.slow
 def test_notebooks_run_top_to_bottom(kernel_env, monkeypatch):
     """All three at once, one kernel each: JAX compiles on one core, so two cores run two
     notebooks' compiles side by side (one test, so that pytest-xdist does not run them twice)."""
@@ -94,12 +154,53 @@ def test_notebooks_run_top_to_bottom(kernel_env, monkeypatch):
           ", ".join(f"{n} {w:.1f} s" for n, _, _, w in results))
     failed = [f"{n}: a cell failed:\n{err}" for n, nb, err, _ in results if nb is None]
     assert not failed, "\n\n".join(failed)
+    checks = {}
     for name, nb, _, _ in results:
         probe = nb.cells.pop()
         assert Path(probe.outputs[0]["text"].strip()).resolve() == Path(sys.executable).resolve()
+        checks[name] = _checked(nb, name)
+        nb.cells.pop()
         ran = [c for c in nb.cells if c.cell_type == "code"]
         assert all(c.execution_count is not None for c in ran), name
         for i, c in enumerate(ran):
             for o in c.outputs:
                 assert o.output_type != "error", f"{name}: code cell {i}: {o.get('ename')}: {o.get('evalue')}"
                 assert _output_bytes(o) < MAX_OUTPUT_BYTES, f"{name}: code cell {i} has an output over 1 MB"
+        # every figure the notebook makes exists and has something drawn in it
+        figs = checks[name]["figures"]
+        assert len(figs) == _n_subplots_calls(name) and all(n > 0 for n in figs), (name, figs)
+    print(json.dumps(checks, indent=1))
+
+    c1 = checks["01_amplification_factors.ipynb"]
+    assert c1["n_variants"] == 16 and c1["all_finite"] and c1["failed"] == []
+    # a larger clearance gives a larger steady peak contact force at every speed and restitution
+    assert all(r > 1.0 for r in c1["force_ratio"]), c1["force_ratio"]
+    # the ideal (clearance-free) reaction ignores clearance and restitution, and is inertial:
+    # ∝ ω² (gravity, the only other load, is why it is not exact: measured 5e-6 relative)
+    assert all(v < 1e-12 for v in c1["ideal_spread"].values()), c1["ideal_spread"]
+    assert c1["ideal_speed_ratio"] == pytest.approx(c1["speed_ratio_sq"], rel=1e-3), c1
+
+    c2 = checks["02_wear_profiles.ipynb"]
+    # the lobed bore (8-lobe wear): one region, then three, then one merged region (the text's claim)
+    assert c2["lobed_regions"] == [1, 3, 1], c2["lobed_regions"]
+    raw, ref = c2["errors"]["raw deepest point"], c2["errors"]["sub-grid refinement"]
+    assert all(b < a for a, b in zip(raw, ref)), c2["errors"]
+    # the deepest grid point misses the true deepest point by O(h): depth error O(h²); the
+    # parabola through three points removes that term
+    assert 1.5 < c2["orders"]["raw deepest point"] < 2.5, c2["orders"]
+    assert c2["orders"]["sub-grid refinement"] > c2["orders"]["raw deepest point"] + 0.7, c2["orders"]
+    assert all(f > 0 and r >= 1 and ok for f, r, ok in c2["sims"].values()), c2["sims"]
+
+    c3 = checks["03_sensitivity_identification.ipynb"]
+    assert c3["all_finite"]
+    # forward-mode derivative of the smooth peak vs the best of the central differences: < 1e-4
+    # relative, as the text and README claim (measured <= 1.5e-6)
+    assert all(e < 1e-4 for e in c3["ad_fd_rel"].values()), c3["ad_fd_rel"]
+    assert all(abs(e) < 0.02 for e in c3["fit_rel_error"].values()), c3["fit_rel_error"]
+    assert c3["written"] == ["fit.png", "identified.json", "loss_history.csv"], c3["written"]
+    # clearance + wear at the small size (128 candidates, 2 LM starts × 8 iterations, starts
+    # within ±30 %): measured errors −3.3 %, +13.6 %, −3.7 %; LM improves on the screening
+    w = c3["wear_rel_error"]
+    assert abs(w["joint.clearance_m"]) < 0.05 and abs(w["profile.fourier_a2_m"]) < 0.2 \
+        and abs(w["profile.fourier_b2_m"]) < 0.2, w
+    assert c3["wear_loss"] < c3["wear_screened_loss"], c3

@@ -83,6 +83,7 @@ def single(spec_file, tmp_path_factory):
     return sweep.load(out)
 
 
+@pytest.mark.slow
 def test_two_host_devices_give_the_results_of_one(spec_file, single, tmp_path):
     out = tmp_path / "two"
     _wait(_cli([spec_file, "--out", out], devices=2))
@@ -100,6 +101,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_two_process_distributed_run_fills_one_store(spec_file, single, tmp_path):
     out = tmp_path / "dist"
     port = _free_port()
@@ -121,6 +123,7 @@ def test_two_process_distributed_run_fills_one_store(spec_file, single, tmp_path
     assert by_proc == {0: [0, 2], 1: [1]}  # chunks i, i + P, ... per process
 
 
+@pytest.mark.slow
 def test_non_finite_variant_is_flagged_and_leaves_its_chunk_alone(tmp_path, monkeypatch):
     spec = {"sweep": {"name": "nan"}, "outputs": {"plots": False},
             "integrator": {"dt_s": 2e-6, "t_end_s": 6e-4, "save_every": 10, "chunk_size": 4},
@@ -145,6 +148,7 @@ def test_non_finite_variant_is_flagged_and_leaves_its_chunk_alone(tmp_path, monk
         np.testing.assert_array_equal(hists[k][[0, 1, 3]], hc[k][[0, 1, 3]], err_msg=k)
 
 
+@pytest.mark.slow
 def test_compile_cache_is_reused_by_a_second_process(spec_file, tmp_path):
     cache = tmp_path / "xla"
     _wait(_cli([spec_file, "--out", tmp_path / "a"], cache=cache))

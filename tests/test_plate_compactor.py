@@ -92,7 +92,7 @@ def _flight(p, dt, n):
 
     def body(s, i):
         s, o = step(p, s, i)
-        rg, vg, L = _system_com_and_momentum(p, s, (i + 1) * dt)
+        rg, vg, L = _system_com_and_momentum(p, s, (jnp.asarray(i, float) + 1) * dt)
         return s, (rg, vg, L, jnp.sum(o.fn))
 
     _, out = jax.jit(lambda s: jax.lax.scan(body, s, jnp.arange(n)))(s0)
@@ -175,6 +175,7 @@ def test_acceleration_level_lcp_reproduces_case2_stick_and_slip_phases():
 # ------------------------------------------------------------------------------------------
 # through the sweep layer (registry): the column names, both senses, bad input
 # ------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_hard_ground_spec_columns_and_source_result(tmp_path):
     from jaxclear import spec as specmod, sweep
     sp = specmod.load("sweeps/plate_compactor_hard_ground.toml",

@@ -2,12 +2,12 @@
 ``jaxclear.mechanisms`` exercised by a model that is not a multibody one (this module itself
 is a 1-DOF oscillator registered as ``toy_oscillator``): spec tables, axes, the store, resume."""
 
+import json
 import math
 import sys
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -163,7 +163,31 @@ def test_toy_sweep_runs_stores_and_resumes(tmp_path):
     assert res.complete and res.histories["position_m"].shape == (3, 100)
 
 
-def test_estimate_without_probe():
-    e = sweep.estimate(specmod.load(toy_spec(stiffness_N_per_m={"values": [100.0, 400.0]})), probe_steps=0)
-    assert e["mechanism"] == "toy_oscillator" and e["steps_per_variant"] == 1000 and e["n_chunks"] == 1
-    assert jax.tree_util.tree_leaves(e)  # JSON-able dict
+def test_estimate_without_probe(tmp_path, capsys):
+    """`jaxclear plan --json --no-probe` on the toy: every figure follows from the spec (3
+    variants in chunks of 2, 1 s at 1 ms, a save every 10 steps of one float64 channel)."""
+    path = tmp_path / "toy.toml"
+    path.write_text('[sweep]\nname = "toy"\n[model]\nmechanism = "toy_oscillator"\n'
+                    '[integrator]\nchunk_size = 2\n'
+                    '[axes]\n"model.stiffness_N_per_m" = { values = [100.0, 400.0, 900.0] }\n')
+    from jaxclear import cli
+    assert cli.main(["plan", str(path), "--json", "--no-probe"]) == 0
+    e = json.loads(capsys.readouterr().out)
+    assert e == sweep.estimate(specmod.load(path), probe_steps=0)  # the printed JSON is the estimate
+    assert (e["name"], e["mechanism"], e["precision"], e["scheme"]) == ("toy", "toy_oscillator", "float64", "leapfrog")
+    assert e["axes"] == [{"name": "model.stiffness_N_per_m", "kind": "values", "count": 3, "zip": None,
+                          "min": 100.0, "max": 900.0}]
+    assert (e["n_variants"], e["chunk_size"], e["n_chunks"], e["padding"]) == (3, 2, 2, 1)
+    assert (e["steps_per_variant"], e["dt_s"], e["t_end_s"]) == (1000, 1e-3, pytest.approx(1.0, rel=1e-12))
+    assert (e["save_every"], e["n_saves"], e["channels"]) == (10, 100, ["position_m"])
+    ex = sweep.exec_size(2)  # the executed chunk (padded to the device count)
+    assert e["params_bytes_per_chunk"] == ex * 3 * 8  # m, k, x0 in float64
+    assert e["history_bytes_per_chunk"] == ex * 100 * 8
+    assert e["output_bytes_per_chunk"] == ex * (1 + 1 + 100) * 8  # peak, energy, history
+    assert e["memory_bytes_per_chunk"] == e["params_bytes_per_chunk"] + e["output_bytes_per_chunk"]
+    assert e["history_bytes"] == 3 * 100 * 8 and e["store_bytes"] == e["history_bytes"] + e["metrics_bytes"]
+    # nothing probed: no compile, no time, no temporaries
+    assert e["probe_steps"] == 0 and all(e[k] is None for k in (
+        "compile_s", "probe_run_s", "variant_steps_per_s", "run_s_per_chunk", "run_s", "total_s",
+        "temp_bytes_per_chunk"))
+    assert e["device_count"] >= 1 and isinstance(e["device_kind"], str)

@@ -71,6 +71,7 @@ def test_gradients_match_finite_differences(circle_model):
         assert abs(J[1, j]) > 0, k  # every key moves the smooth peak
 
 
+@pytest.mark.slow
 def test_forward_reverse_checkpointed_agree(circle_model):
     """jacrev with and without jax.checkpoint equals jacfwd (same model, 1e-9 relative)."""
     spec, pl, keys, x0, fj, Jf = circle_model
@@ -81,6 +82,7 @@ def test_forward_reverse_checkpointed_agree(circle_model):
         np.testing.assert_allclose(Jr, Jf, rtol=1e-9, atol=1e-12 * np.abs(Jf).max())
 
 
+@pytest.mark.slow
 def test_compute_batched_and_fourier_wear():
     """compute() over a vmapped batch of clearances equals per-variant FD, and the wear
     coefficient profile.fourier_a2_m (points geometry) has a gradient that matches FD.
@@ -105,6 +107,7 @@ def test_compute_batched_and_fourier_wear():
         assert g != 0 and abs(fd[1] - g) / abs(g) < 1e-4
 
 
+@pytest.mark.slow
 def test_measured_points_directional_derivative(tmp_path):
     """d(metric)/d(profile.points[k]) (reverse mode, checkpointed) contracted with a radial
     displacement field v equals the FD of the metric along v."""
@@ -128,6 +131,7 @@ def test_measured_points_directional_derivative(tmp_path):
     assert abs(fd - float(g @ np.asarray(v))) < 1e-4 * abs(fd)
 
 
+@pytest.mark.slow
 def test_gradients_finite_through_contact_onset():
     """Runs that end just before, at, and just after the first contact onset (the onset inside
     the last step) and a run starting in exact contact give finite gradients."""

@@ -135,6 +135,7 @@ def _raw(server, method, path, body=None, headers=None, token=TOKEN):
         return r.status, raw
 
 
+@pytest.mark.slow
 def test_submit_poll_fetch_equals_local_run(client, dirs, tmp_path):
     _, cache, _ = dirs
     spec_file = tmp_path / "tiny.toml"
@@ -332,6 +333,7 @@ def test_cancel_kills_a_chunk_that_runs_too_long(client):
     assert client.health()["worker_pids"] != pids
 
 
+@pytest.mark.slow
 def test_sigkill_mid_job_then_restart_resumes_with_identical_metrics(server, client):
     job = client.submit(LONG)
     t0 = time.monotonic()

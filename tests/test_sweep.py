@@ -168,3 +168,68 @@ def test_float32_warns_when_it_cannot_resolve_the_clearance():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sweep.plan(specmod.load({**base, "joint": {"clearance_m": 5e-4}}))
+
+
+class _CompileCounter:
+    """Counts JAX traces and backend compilations (``jax.monitoring`` duration events), with a
+    mark after every chunk of a sweep (``progress`` callback)."""
+
+    EVENTS = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/backend_compile_duration")
+
+    def __init__(self):
+        self.events, self.marks = [], []
+
+    def __call__(self, event, duration, **kw):
+        if event in self.EVENTS:
+            self.events.append((event.rsplit("/", 1)[1], kw.get("fun_name")))
+
+    def progress(self, n):
+        self.marks.append(len(self.events))
+
+    def __enter__(self):
+        import jax.monitoring
+        jax.monitoring.register_event_duration_secs_listener(self)
+        return self
+
+    def __exit__(self, *exc):
+        import jax.monitoring
+        jax.monitoring.unregister_event_duration_listener(self)
+
+
+def _chunked_spec(axes, t_end_s):
+    # 3 full chunks of 2 variants; a t_end no other test uses, so the chunk function is not
+    # already in this process's cache and the first chunk compiles it
+    return {"sweep": {"name": "chunks"}, "outputs": {"plots": False, "histories": ["contact_force_N"]},
+            "integrator": {"dt_s": 2e-6, "t_end_s": t_end_s, "save_every": 10, "chunk_size": 2},
+            "axes": axes}
+
+
+def _compiles_per_chunk(spec):
+    with _CompileCounter() as cc:
+        table, summary, _ = sweep.run(spec, progress=cc.progress, log=None, compile_cache=False)
+    assert summary["chunks"] == 3 and len(cc.marks) == 3 and table["finite"].all()
+    first = cc.events[:cc.marks[0]]
+    later = cc.events[cc.marks[0]:]
+    return first, later
+
+
+def test_second_chunk_of_the_same_structure_does_not_recompile():
+    """Chunks 2 and 3 (same shapes, same static config) reuse chunk 1's compiled simulation and
+    metrics: not one trace or XLA compilation after the first chunk.  A chunk-dependent Python
+    value in the trace (a chunk index, the number of real variants, a per-chunk sample count)
+    or a chunk-dependent shape would show up here as a compile in chunk 2 or 3."""
+    first, later = _compiles_per_chunk(_chunked_spec(
+        {"joint.clearance_m": {"values": [0.5e-3, 0.4e-3, 0.3e-3, 0.2e-3, 0.1e-3, 0.05e-3]}}, 3.02e-4))
+    # chunk 1 compiles the vmapped simulation (jit of sweep.compiled's lambda), once
+    sim = [f for e, f in first if e == "backend_compile_duration" and ("<lambda>" in f or "simulate" in f)]
+    assert len(sim) == 1, first
+    assert later == [], later
+
+
+def test_chunks_with_other_crank_speeds_do_not_recompile():
+    """As above with the crank speed swept so that each chunk has its own top speed (2.4 and 0.25
+    crank revolutions in 5 ms would need 3073 and 2049 ideal samples): the reference uses one
+    sample count for the whole sweep (its fastest variant), so no chunk recompiles."""
+    first, later = _compiles_per_chunk(_chunked_spec(
+        {"model.crank_speed_rpm": {"values": [3000.0, 3000.0, 29000.0, 29000.0, 3000.0, 3000.0]}}, 5e-3))
+    assert later == [], later

@@ -549,6 +549,7 @@ def describe(spec, cfg: Config):
 
 @partial(jax.jit, static_argnums=(2, 3))
 def _ideal_peaks_batch(p, t_end, n_samples, joint):
+    p = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x, p)  # reference in float64
     return jax.vmap(lambda pp: ideal_peaks(pp, t_end, pp.steady_start, n_samples=n_samples, joint=joint))(p)
 
 

@@ -224,7 +224,7 @@ def make_step(cfg: Config):
             v_minus = jnp.where(onset, rate, s.v_minus)
             fc, _, _ = contact_force(cfg, p, x_m, s.v, v_minus)
         with integrate.stage("equations_of_motion"):
-            f_force = p.force_amplitude * jnp.cos(2.0 * jnp.pi * (j + 0.5) / N)
+            f_force = p.force_amplitude * jnp.cos(2.0 * jnp.pi * (jnp.asarray(j, dtype=float) + 0.5) / N).astype(s.x.dtype)
             f_damp = -p.damping * s.v
             v_free = s.v + h / p.mass * (f_force - p.stiffness * x_m + f_damp + fc)
         with integrate.stage("contact_laws"):  # set-valued friction on the impulse h·F_t
@@ -283,9 +283,9 @@ def simulate(cfg: Config, p: Params) -> Result:
     acc0 = (works, zero, zero, zero, zero, zero, -jnp.ones((), dtype))  # last: -1 = none yet
 
     def reduce(a, o, i):
-        return (add_works(a[0], o), a[1] + o.stuck, a[2] + o.impact,
+        return (add_works(a[0], o), a[1] + o.stuck.astype(dtype), a[2] + o.impact.astype(dtype),
                 jnp.maximum(a[3], jnp.abs(o.contact_force)), jnp.maximum(a[4], jnp.abs(o.x)),
-                a[5] + ((a[6] >= 0) & (o.stuck != (a[6] > 0))), o.stuck.astype(dtype))
+                a[5] + ((a[6] >= 0) & (o.stuck != (a[6] > 0))).astype(dtype), o.stuck.astype(dtype))
 
     s, acc, (hist, xs, vs) = integrate.simulate(step, p, s, acc0, reduce, cfg.n_saves, cfg.save_every,
                                                 save=lambda o: (_channels(cfg, o), o.x, o.v))

@@ -261,7 +261,7 @@ def make_step(cfg: Config):
         g = p.gravity
         with integrate.stage("integrator_update"):
             q_m = s.q + 0.5 * h * s.qd
-        psi = p.omega * ((i + 0.5) * h) + p.psi0
+        psi = p.omega * ((jnp.asarray(i, dtype=float) + 0.5) * h).astype(s.q.dtype) + p.psi0
         fr = _forces(p, q_m, s.qd, psi)
         with integrate.stage("equations_of_motion"):
             grav = jnp.stack([0.0 * g, -g])
@@ -367,14 +367,14 @@ def simulate(cfg: Config, p: Params) -> Result:
         mode = jnp.where(o.stuck, 1.0, 0.0).astype(dt)
         changed = o.contact & (a.last_mode >= 0) & (mode != a.last_mode)
         w = lambda v: jnp.where(ss, v, 0.0)
-        return Acc(a.n_contact + o.contact, a.n_slip + (o.contact & ~o.stuck),
-                   a.transitions + changed, jnp.where(o.contact, mode, a.last_mode),
+        return Acc(a.n_contact + o.contact.astype(dt), a.n_slip + (o.contact & ~o.stuck).astype(dt),
+                   a.transitions + changed.astype(dt), jnp.where(o.contact, mode, a.last_mode),
                    jnp.where(i == i_ss, _bottom_x(p, o.o1, o.q[2]), a.x_start),
                    jnp.where(ss, jnp.minimum(a.y_min, o.o1[1]), a.y_min),
                    jnp.where(ss, jnp.maximum(a.y_max, o.o1[1]), a.y_max),
                    jnp.where(ss, jnp.minimum(a.th_min, o.q[2]), a.th_min),
                    jnp.where(ss, jnp.maximum(a.th_max, o.q[2]), a.th_max),
-                   a.n_flight + w(~o.contact),
+                   a.n_flight + w((~o.contact).astype(dt)),
                    jnp.maximum(a.peak_fn, w(jnp.sum(o.fn))),
                    jnp.maximum(a.peak_hinge, w(o.hinge)),
                    jnp.maximum(a.peak_torque, w(jnp.abs(o.motor_torque))),
@@ -421,7 +421,7 @@ def rigid_ground_stick_margin(p: Params, n=3600):
     inertial force: F_x = −m2 e ω² cos ψ, F_N = m g − m2 e ω² sin ψ (ψ = ω t + ψ0).  Returns
     min over ψ of μ0 F_N − |F_x| [N]: positive means the box sticks throughout.
     """
-    psi = jnp.linspace(0.0, 2 * jnp.pi, n, endpoint=False)
+    psi = jnp.linspace(0.0, 2 * jnp.pi, n, endpoint=False, dtype=jnp.result_type(p.omega))
     f = p.m2 * p.e * p.omega ** 2
     fx = jnp.abs(f * jnp.cos(psi))
     fn = (p.m1 + p.m2) * p.gravity - f * jnp.sin(psi)

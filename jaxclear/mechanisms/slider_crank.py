@@ -517,6 +517,7 @@ def reaction_reference(ideal_peaks_, names):
 
 @partial(jax.jit, static_argnums=(2,))
 def _ideal_peaks_batch(p, t_end, n_samples):
+    p = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x, p)  # reference in float64
     return jax.vmap(lambda pp: ideal_peaks(pp, t_end, pp.steady_start, n_samples=n_samples))(p)
 
 
