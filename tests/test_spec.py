@@ -248,7 +248,7 @@ def test_estimate_on_a_tiny_spec():
     assert abs(e["t_end_s"] - 1e-3) < 1e-12
     # chunk × saves × channels × float64: the 5 default channels and contact_force_block_max_N
     assert e["history_bytes_per_chunk"] == 2 * 50 * 6 * 8
-    assert e["history_bytes"] == 3 * 50 * 5 * 8 and e["store_bytes"] > e["history_bytes"]
+    assert e["history_bytes"] == 3 * 50 * 6 * 8 and e["store_bytes"] > e["history_bytes"]
     assert e["params_bytes_per_chunk"] > 0 and e["memory_bytes_per_chunk"] > e["output_bytes_per_chunk"] > 0
     assert e["probe_steps"] == 100 and e["compile_s"] >= 0 and e["probe_run_s"] > 0
     assert e["run_s"] > 0 and e["total_s"] >= e["run_s"] and e["variant_steps_per_s"] > 0
