@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass, field, fields as dc_fields
+from dataclasses import dataclass
 from typing import Callable
 
 POSITIVE = (0.0, math.inf, False)
@@ -105,25 +105,6 @@ class Table:
 
     def keys(self):
         return [p.key for p in self.params]
-
-
-def table(path, *params, doc="", sweepable=True, optional=False, retired=()) -> Table:
-    return Table(path, params, doc=doc, sweepable=sweepable, optional=optional, retired=retired)
-
-
-def replace_defaults(t: Table, path=None, **defaults) -> Table:
-    """A copy of table ``t`` (under ``path``) with other defaults for some keys (every key must exist)."""
-    unknown = set(defaults) - set(t.keys())
-    if unknown:
-        raise KeyError(f"{t.path}: no keys {sorted(unknown)}")
-    ps = tuple(Param(**{**{f.name: getattr(p, f.name) for f in dc_fields(p)},
-                        "default": defaults.get(p.key, p.default)}) for p in t.params)
-    return Table(path or t.path, ps, doc=t.doc, sweepable=t.sweepable, optional=t.optional)
-
-
-def extend(t: Table, *params, path=None) -> Table:
-    """Table ``t`` with more keys."""
-    return Table(path or t.path, t.params + tuple(params), doc=t.doc, sweepable=t.sweepable, optional=t.optional)
 
 
 def did_you_mean(key, options):

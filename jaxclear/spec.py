@@ -197,12 +197,6 @@ def get_table(spec, path):
     return d
 
 
-def get(spec, path):
-    """The value at dotted key ``path``."""
-    tbl, key = path.rsplit(".", 1)
-    return get_table(spec, tbl)[key]
-
-
 def _set(d, path, value):
     parts = path.split(".")
     for part in parts[:-1]:
