@@ -270,11 +270,11 @@ def amplification_maps(table, xkey, ykey, zkey, facet=None, title=""):
     n = len(vals)
     ncol = int(np.ceil(np.sqrt(n)))
     nrow = int(np.ceil(n / ncol))
-    fig, axs = plt.subplots(nrow, ncol, figsize=(4.2 * ncol + 1.4, 3.4 * nrow + 0.8), squeeze=False,
+    fig, axs = plt.subplots(nrow, ncol, figsize=(4.2 * ncol + 1.4, 3.4 * nrow + 1.2), squeeze=False,
                             sharex=True, sharey=True)
     # fixed margins: constrained layout cost ~2 s per figure (text extents of every tick)
-    fig.subplots_adjust(left=0.75 / (4.2 * ncol + 1.4), right=0.86, bottom=0.6 / (3.4 * nrow + 0.8),
-                        top=1 - 0.55 / (3.4 * nrow + 0.8), wspace=0.08, hspace=0.25)
+    fig.subplots_adjust(left=0.75 / (4.2 * ncol + 1.4), right=0.86, bottom=1.0 / (3.4 * nrow + 1.2),
+                        top=1 - 0.55 / (3.4 * nrow + 1.2), wspace=0.08, hspace=0.25)
     norm = _norm(table[zkey])
     im = None
     for k, v in enumerate(vals):
