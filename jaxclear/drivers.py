@@ -44,11 +44,11 @@ def crank_pin(p, q, v, t):
     """Crank pin B of a ramp-driven crank pivoted at the origin: (B, Ḃ, B̈, θ̈) with
     B = r u, Ḃ = r θ̇ u⊥, B̈ = r (θ̈ u⊥ − θ̇² u), u = (cos θ, sin θ).
 
-    The crank angle is carried as the pair q[0:2] = u and its rate v[0] = θ̇ (relative
-    coordinates, ``integrate.pair_drift``); θ̈ is the prescribed ``crank_ramp`` value.  ``p``:
+    The crank angle is carried as the pair q.crank = u and its rate v.crank = θ̇ (named
+    coordinates, ``integrate.drift``); θ̈ is the prescribed ``crank_ramp`` value.  ``p``:
     any params with ``crank_length`` r [m], ``crank_speed`` ω [rad/s], ``ramp_time`` t_r [s].
     """
-    u, w = q[0:2], v[0]
+    u, w = q.crank, v.crank
     alpha = crank_ramp(t, p.crank_speed, p.ramp_time)[2]
     r = p.crank_length
     return r * u, r * w * perp(u), r * (alpha * perp(u) - w * w * u), alpha

@@ -5,6 +5,10 @@ A model supplies
   memory (impact velocities, contact masks) and per-step outputs (a pytree of scalars), and
   ``drift(q, v, h) -> q_new``  the position update for a velocity held over h (q + h·v for plain
   coordinates; a rotation for orientations carried as (cos φ, sin φ) pairs).
+q, v and a are pytrees of one structure (a mechanism's named coordinates, e.g. ``crank``, ``rod``,
+``slider``; a plain array works too): the kicks act leaf by leaf, and the default ``drift`` rotates
+every leaf of q that carries one more trailing axis of 2 than its rate (a (cos, sin) pair) and
+translates the others.
 
 Schemes (all one ``accel`` call per step except RK4):
   * ``"leapfrog"`` — kick-drift-kick Störmer–Verlet (Hairer, Lubich & Wanner 2003, eq. 1.7):
@@ -48,7 +52,8 @@ _OMEGA_DT_MAX = {"leapfrog": 2.0, "symplectic_euler": 2.0, "rk4": 2.785, "moreau
 
 
 class State(NamedTuple):
-    """Integrator state: positions q, velocities v, last accelerations a, model memory aux."""
+    """Integrator state: positions q, velocities v, last accelerations a (pytrees of one
+    structure, e.g. a mechanism's named coordinates) and the model's memory aux."""
 
     q: jnp.ndarray
     v: jnp.ndarray
@@ -81,33 +86,40 @@ def stage(name: str):
 
 
 def _time(i, h, like):
-    """t = i·dt in the state's dtype (never accumulated; keeps float32 runs in float32)."""
-    return (jnp.asarray(i, dtype=float) * h).astype(like.dtype)
+    """t = i·dt in the dtype of the positions ``like`` (never accumulated; keeps float32 runs in
+    float32)."""
+    return (jnp.asarray(i, dtype=float) * h).astype(jax.tree_util.tree_leaves(like)[0].dtype)
 
 
-def make_step(scheme: str, accel: Callable, drift: Callable, dt: float):
+def _axpy(v, c, a):
+    """v + c·a leaf by leaf (v, a pytrees of one structure)."""
+    return jax.tree_util.tree_map(lambda x, y: x + c * y, v, a)
+
+
+def make_step(scheme: str, accel: Callable, drift: Callable | None, dt: float):
     """Return ``step(params, state, i) -> (state, out)`` advancing from t_i = i·dt to t_{i+1}.
 
     ``out`` is the model output at t_{i+1} for leapfrog / symplectic Euler, at t_i for RK4 and
-    at t_i + h/2 for the Moreau midpoint scheme.
+    at t_i + h/2 for the Moreau midpoint scheme.  ``drift`` None: ``drift`` of this module.
     """
     h = dt
+    drift = globals()["drift"] if drift is None else drift
 
     # the kicks and drifts are the integrator's stage; accel opens the model's own stages
     if scheme == "leapfrog":
         def step(params, s: State, i):
             with stage("integrator_update"):
-                vh = s.v + 0.5 * h * s.a
+                vh = _axpy(s.v, 0.5 * h, s.a)
                 q1 = drift(s.q, vh, h)
             a1, aux1, out = accel(params, q1, vh, s.aux, _time(i + 1, h, s.q))
             with stage("integrator_update"):
-                v1 = vh + 0.5 * h * a1
+                v1 = _axpy(vh, 0.5 * h, a1)
             return State(q1, v1, a1, aux1), out
     elif scheme == "symplectic_euler":
         def step(params, s: State, i):
             a0, aux1, out = accel(params, s.q, s.v, s.aux, _time(i, h, s.q))
             with stage("integrator_update"):
-                v1 = s.v + h * a0
+                v1 = _axpy(s.v, h, a0)
                 q1 = drift(s.q, v1, h)
             return State(q1, v1, a0, aux1), out
     elif scheme == "moreau_midpoint":
@@ -116,7 +128,7 @@ def make_step(scheme: str, accel: Callable, drift: Callable, dt: float):
                 qh = drift(s.q, s.v, 0.5 * h)
             a0, aux1, out = accel(params, qh, s.v, s.aux, _time(i, h, s.q) + 0.5 * h)
             with stage("integrator_update"):
-                v1 = s.v + h * a0
+                v1 = _axpy(s.v, h, a0)
                 q1 = drift(qh, v1, 0.5 * h)
             return State(q1, v1, a0, aux1), out
     elif scheme == "rk4":
@@ -124,21 +136,22 @@ def make_step(scheme: str, accel: Callable, drift: Callable, dt: float):
             t = _time(i, h, s.q)
             k1, aux1, out = accel(params, s.q, s.v, s.aux, t)
             with stage("integrator_update"):
-                v2 = s.v + 0.5 * h * k1
+                v2 = _axpy(s.v, 0.5 * h, k1)
                 q2 = drift(s.q, s.v, 0.5 * h)
             k2, _, _ = accel(params, q2, v2, s.aux, t + 0.5 * h)
             with stage("integrator_update"):
-                v3 = s.v + 0.5 * h * k2
+                v3 = _axpy(s.v, 0.5 * h, k2)
                 q3 = drift(s.q, v2, 0.5 * h)
             k3, _, _ = accel(params, q3, v3, s.aux, t + 0.5 * h)
             with stage("integrator_update"):
-                v4 = s.v + h * k3
+                v4 = _axpy(s.v, h, k3)
                 q4 = drift(s.q, v3, h)
             k4, _, _ = accel(params, q4, v4, s.aux, t + h)
             with stage("integrator_update"):
-                v_mean = (s.v + 2.0 * v2 + 2.0 * v3 + v4) / 6.0
-                a_mean = (k1 + 2.0 * k2 + 2.0 * k3 + k4) / 6.0
-                q1, v1 = drift(s.q, v_mean, h), s.v + h * a_mean
+                mean = lambda x1, x2, x3, x4: (x1 + 2.0 * x2 + 2.0 * x3 + x4) / 6.0
+                v_mean = jax.tree_util.tree_map(mean, s.v, v2, v3, v4)
+                a_mean = jax.tree_util.tree_map(mean, k1, k2, k3, k4)
+                q1, v1 = drift(s.q, v_mean, h), _axpy(s.v, h, a_mean)
             return State(q1, v1, k1, aux1), out
     else:
         raise ValueError(f"integrator.scheme = {scheme!r}; allowed: {', '.join(SCHEMES)}")
@@ -282,6 +295,17 @@ def _simulate(step, params, state0, acc0, reduce, n_saves, save_every, save, che
     c, hist = jax.lax.scan(block_save, split((state0, acc0)), jnp.arange(n_saves))
     s, acc = join(c)
     return s, acc, hist
+
+
+def drift(q, v, h):
+    """q advanced by the velocity v held over h, leaf by leaf: a leaf of q with one more trailing
+    axis of 2 than its rate is a (cos φ, sin φ) pair rotated by v·h (``rotate_pair``); any other
+    leaf moves to q + h·v."""
+    def one(qi, vi):
+        if jnp.ndim(qi) == jnp.ndim(vi) + 1 and jnp.shape(qi)[-1] == 2:
+            return rotate_pair(qi, vi * h)
+        return qi + h * vi
+    return jax.tree_util.tree_map(one, q, v)
 
 
 def pair_drift(n_pairs: int):

@@ -662,3 +662,48 @@ def identification_fit(ax, t, measured, initial, fitted, signal="slider_accelera
     ax.set_ylabel(f"{name} [{unit}]")
     ax.legend(fontsize=7)
     return ax
+
+
+def versus_ideal(mech, outdir, spec, table, summary, hists, t, chans, filename, title):
+    """Saved channels over the last crank revolution(s) (the steady window of the spec's base values)
+    against the mechanism's ideal twin (``mech.ideal``): one panel per (channel, ideal key, label)
+    of ``chans``; the ideal key "reaction" is the first clearance joint's reaction [N]."""
+    import jax
+    import jax.numpy as jnp
+
+    from . import spec as specmod
+    first = mech.joints[spec["model"]["clearance_joint"]][0]
+    chans = [(c, f"reaction_{first}" if k == "reaction" else k, lab) for c, k, lab in chans if c in hists]
+    if not chans or "crank_angle_rad" not in hists:
+        return []
+    t = np.asarray(t)
+    flat = specmod.flat_values(spec)
+    cfg = mech.make_config(spec, float(t[-1]))
+    p = mech.params(spec, cfg, flat, jnp.float64, float(t[-1]))
+    tt = np.linspace(float(p.steady_start), float(t[-1]), 4001)
+    ide = {k: np.asarray(v) for k, v in jax.jit(mech.ideal)(p, jnp.asarray(tt)).items()}  # jit: eager vmap took ~8 s more
+    deg = lambda th: np.degrees(np.mod(th, 2 * np.pi))
+    idx = pick_variants(table, int(spec["outputs"]["plot_variants"]))
+    fig, axs = plt.subplots(len(chans), 1, figsize=(8, 2.6 * len(chans)), sharex=True)
+    axs = np.atleast_1d(axs)
+    order = np.argsort(deg(ide["theta"]))
+    for ax, (ch, key, lab) in zip(axs, chans):
+        for i in idx:
+            m = t >= float(p.steady_start)
+            th = deg(np.asarray(hists["crank_angle_rad"][i])[m])
+            y = np.asarray(hists[ch][i])[m].reshape(m.sum(), -1)[:, 0]
+            o = np.argsort(th)
+            c = table["clearance_m"][i] if "clearance_m" in table else spec["joint"]["clearance_m"]
+            ax.plot(th[o], y[o], lw=0.7, label=f"clearance {c * 1e3:.3g} mm")
+        ax.plot(deg(ide["theta"])[order], (np.abs(ide[key]) if ch == "contact_force_N" else ide[key])[order],
+                "k--", lw=1.0, label="ideal")
+        ax.set_ylabel(lab)
+    axs[0].legend(fontsize=7)
+    axs[0].set_title(f"{summary['name']}: {title}")
+    axs[-1].set_xlabel("crank angle [deg]")
+    fig.tight_layout()
+    pdir = Path(outdir) / "plots"
+    pdir.mkdir(exist_ok=True)
+    fig.savefig(pdir / filename, dpi=110)
+    plt.close(fig)
+    return [f"plots/{filename}"]

@@ -182,13 +182,15 @@ def mechanism_names():
 
 
 def mechanism_module(name):
-    """The module of mechanism ``name`` (KeyError listing the registered names otherwise)."""
+    """The protocol object of mechanism ``name``: its module, or the module's ``MECHANISM`` when
+    it defines one (KeyError listing the registered names otherwise)."""
     import importlib
 
     if name not in REGISTRY:
         raise KeyError(f"mechanism {name!r} is not registered; registered: {', '.join(REGISTRY)}")
     mod = REGISTRY[name]
-    return importlib.import_module(mod) if isinstance(mod, str) else mod
+    mod = importlib.import_module(mod) if isinstance(mod, str) else mod
+    return getattr(mod, "MECHANISM", mod)
 
 
 def register(name, module):

@@ -26,11 +26,13 @@ from . import spec as specmod, sweep
 @dataclass(frozen=True)
 class Study:
     """metrics: names (SI units in them, as the metrics.csv columns); evaluate: p -> (M,) array;
-    primary: the metric a tornado plot and the elasticities show by default."""
+    primary: the metric a tornado plot and the elasticities show by default; reference: batched
+    p -> the amplification references (``run``'s DAF columns use the same ones; None: none)."""
 
     metrics: tuple
     evaluate: Callable
     primary: str
+    reference: Callable | None = None
 
 
 def of(spec, plan_: sweep.Plan, cfg=None) -> Study:

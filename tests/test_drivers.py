@@ -1,5 +1,7 @@
 """The shared crank driver (drivers.crank_ramp): ramp from rest, its inverse, the crank pin."""
 
+import types
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,7 +30,7 @@ def test_ramp_time_inverts_the_ramp_and_the_pin_follows_it():
     def pin(tt):
         a, ad, _ = drivers.crank_ramp(tt, w, tr, th0)
         u = jnp.stack([jnp.cos(a), jnp.sin(a)])
-        return drivers.crank_pin(P, u, jnp.stack([ad]), tt)
+        return drivers.crank_pin(P, types.SimpleNamespace(crank=u), types.SimpleNamespace(crank=ad), tt)
 
     pos = lambda tt: pin(tt)[0]  # noqa: E731
     for tt in (0.3 * tr, 2.0 * tr):

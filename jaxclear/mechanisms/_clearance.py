@@ -10,7 +10,6 @@ stacked on a leading joint axis); structural keys (profile kind, points, laws) a
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -424,33 +423,6 @@ def ideal_sample_count(max_crank_speed_rad_per_s, t_end, per_revolution, minimum
     revolution of the fastest variant, at least ``minimum`` + 1, at most 2^18 + 1."""
     revs = max_crank_speed_rad_per_s * t_end / (2 * math.pi)
     return int(min(2 ** 18, max(minimum, per_revolution * math.ceil(revs)))) + 1
-
-
-def sweep_ideal_samples(rule):
-    """``ideal_samples(cols, t_end)`` of a crank mechanism: its sample ``rule(ω_max, t_end)`` at
-    the fastest variant of the sweep, one reference sample count for every chunk."""
-    return lambda cols, t_end: rule(fastest_crank_speed(cols), t_end)
-
-
-def crank_study(names, acc_key, ideal_peaks, ideal_samples, simulate, joint_names, ideal_kw=lambda cfg: {}):
-    """``study(spec, cfg, t_end)`` of a crank mechanism (``jaxclear.study``): ``metrics.peak_vector``
-    of one variant's run against its closed-form ideal twin, ``ideal_peaks(p, t_end, t_steady,
-    n_samples, **ideal_kw(cfg))``: the largest ideal reaction over the clearance joints and the
-    ideal peak of ``acc_key``."""
-    from .. import metrics
-    from ..study import Study
-
-    def study(spec, cfg, t_end):
-        n = cfg.ideal_samples or ideal_samples(specmod.flat_values(spec), t_end)
-
-        def evaluate(p):
-            ideal, _ = ideal_peaks(p, t_end, p.steady_start, n_samples=n, **ideal_kw(cfg))
-            ref = functools.reduce(jnp.maximum, [ideal["reaction_" + j] for j in joint_names(cfg)])
-            return metrics.peak_vector(simulate(cfg, p).acc, ref, ideal[acc_key])
-
-        return Study(tuple(names), evaluate, "smooth_peak_contact_force_N")
-
-    return study
 
 
 def check_dt(cfg, bound, name):

@@ -33,55 +33,38 @@ the three joint reactions.
 
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import dataclass, replace
-from functools import partial
-from typing import NamedTuple
+from dataclasses import replace
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import drivers, integrate, joints, laws, metrics
-from .. import spec as specmod
-from .._math import cross2, perp, safe_norm
+from .. import drivers, integrate, joints
+from .._math import cross2, perp
 from ..schema import POSITIVE, Param, Table
 from ..spec import SpecError
-from . import _clearance, declared, defaults, params_type
+from . import _clearance, crank_linkage, declared, defaults, params_type, state_type
 
 JOINTS = {"coupler_follower": ("coupler_follower",), "crank_coupler": ("crank_coupler",),
           "follower_ground": ("follower_ground",), "coupler_ends": ("crank_coupler", "coupler_follower")}
 CLEARANCE_JOINTS = tuple(JOINTS)
 
-OUTPUT_CHANNELS = {
-    "crank_angle_rad": "crank angle θ (atan2 of the carried pair)",
-    "contact_force_N": "|F| contact force of the clearance joint",
-    "normal_force_N": "Σ F_n over the joint's regions",
-    "penetration_m": "largest penetration δ",
-    "journal_x_m": "journal centre x in the bearing (follower) frame",
-    "journal_y_m": "journal centre y in the bearing (follower) frame",
-    "n_regions": "number of contact regions",
-    "follower_angle_rad": "follower ψ",
-    "follower_angular_velocity_rad_per_s": "follower ψ̇",
-    "follower_angular_acceleration_rad_per_s2": "follower ψ̈",
-    "coupler_angular_velocity_rad_per_s": "coupler φ̇",
+# Channels of this linkage beyond the per-joint ones and the crank angle (crank_linkage).
+CHANNELS = {
+    "follower_angle_rad": ("follower ψ", lambda q, v, a: jnp.arctan2(q.follower[1], q.follower[0])),
+    "follower_angular_velocity_rad_per_s": ("follower ψ̇", lambda q, v, a: v.follower),
+    "follower_angular_acceleration_rad_per_s2": ("follower ψ̈", lambda q, v, a: a.follower),
+    "coupler_angular_velocity_rad_per_s": ("coupler φ̇", lambda q, v, a: v.coupler),
 }
 DEFAULT_OUTPUTS = ("crank_angle_rad", "contact_force_N", "journal_x_m", "journal_y_m",
                    "follower_angular_velocity_rad_per_s", "follower_angular_acceleration_rad_per_s2")
-
-
-@dataclass(frozen=True)
-class Config(_clearance.ClearanceConfig):
-    """Static configuration: clearance_joint (one of CLEARANCE_JOINTS) and the fields of
+Config = crank_linkage.config_type(__name__, JOINTS, DEFAULT_OUTPUTS, CHANNELS)
+Config.__doc__ = """Static configuration: clearance_joint (one of CLEARANCE_JOINTS) and the fields of
     ``_clearance.ClearanceConfig``."""
-
-    clearance_joint: str = "coupler_follower"
-    outputs: tuple = DEFAULT_OUTPUTS
-
-    @property
-    def n_joints(self) -> int:
-        return len(JOINTS[self.clearance_joint])
+Coordinates = state_type("Coordinates", ("crank", "coupler", "follower"), optional=("coupler_centre",), doc="""Named
+    coordinates (q, v and a alike): crank θ, coupler φ and follower ψ as (cos, sin) pairs in q and
+    rates in v, a; coupler_centre (x_G, y_G) [m] of the free coupler (clearance_joint = "coupler_ends").""")
 
 
 # Link values chosen for this benchmark (no published four-bar clearance table could be read): a
@@ -234,8 +217,8 @@ def _accel_coupler_follower(cfg, p, q, v, aux, t):
     two single links, about B and O₄ (diagonal mass matrix, module docstring)."""
     with integrate.stage("kinematics"):
         b_pt, vb, ab, alpha = drivers.crank_pin(p, q, v, t)
-        uf, up = q[2:4], q[4:6]
-        wf, wp = v[1], v[2]
+        uf, up = q.coupler, q.follower
+        wf, wp = v.coupler, v.follower
         b, c = p.coupler_length, p.follower_length
         l2, l3 = 0.5 * b, 0.5 * c
         o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
@@ -251,7 +234,7 @@ def _accel_coupler_follower(cfg, p, q, v, aux, t):
         tau2 = (-p.coupler_mass * l2 * jnp.dot(perp(uf), ab) - p.coupler_mass * p.gravity * l2 * uf[0]
                 + joints.moment(jf.f_slots, jf.p_j, b_pt))
         tau3 = -p.follower_mass * p.gravity * l3 * up[0] + joints.moment(-jf.f_slots, jf.p_b, o4)
-        a = jnp.stack([alpha, tau2 / jb, tau3 / jo])
+        a = Coordinates(crank=alpha, coupler=tau2 / jb, follower=tau3 / jo)
     return a, mem[None], (jf,)
 
 
@@ -283,15 +266,15 @@ def _accel_crank_coupler(cfg, p, q, v, aux, t):
     link from C to its B end, direction −u_φ) hangs from the fixed pivot (``_chain2``)."""
     with integrate.stage("kinematics"):
         b_pt, vb, ab, alpha = drivers.crank_pin(p, q, v, t)
-        uf, up = q[2:4], q[4:6]
-        wf, wp = v[1], v[2]
+        uf, up = q.coupler, q.follower
+        wf, wp = v.coupler, v.follower
         b, c = p.coupler_length, p.follower_length
         o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
         c_pt = o4 + c * up
         v_c = c * wp * perp(up)
         r_b = c_pt - b * uf
         v_b = v_c - b * wf * perp(uf)
-        kin = joints.JointKinematics(b_pt, vb, v[0], r_b, v_b, uf, wf)
+        kin = joints.JointKinematics(b_pt, vb, v.crank, r_b, v_b, uf, wf)
     jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
     with integrate.stage("equations_of_motion"):
         f_b = -jf.f_slots  # on the coupler's bearing
@@ -300,7 +283,7 @@ def _accel_crank_coupler(cfg, p, q, v, aux, t):
         g = jnp.stack([0.0 * p.gravity, -p.gravity])
         psidd, phidd = _chain2(g, 0.0 * o4, up, wp, c, 0.5 * c, p.follower_mass, p.follower_inertia,
                                -uf, wf, 0.5 * b, p.coupler_mass, p.coupler_inertia, q1, q2)
-    return jnp.stack([alpha, phidd, psidd]), mem[None], (jf,)
+    return Coordinates(crank=alpha, coupler=phidd, follower=psidd), mem[None], (jf,)
 
 
 def _accel_follower_ground(cfg, p, q, v, aux, t):
@@ -309,8 +292,8 @@ def _accel_follower_ground(cfg, p, q, v, aux, t):
     ground end, direction −u_ψ) hangs from the crank pin (``_chain2``)."""
     with integrate.stage("kinematics"):
         b_pt, vb, ab, alpha = drivers.crank_pin(p, q, v, t)
-        uf, up = q[2:4], q[4:6]
-        wf, wp = v[1], v[2]
+        uf, up = q.coupler, q.follower
+        wf, wp = v.coupler, v.follower
         b, c = p.coupler_length, p.follower_length
         c_pt = b_pt + b * uf
         r_j = c_pt - c * up
@@ -325,13 +308,13 @@ def _accel_follower_ground(cfg, p, q, v, aux, t):
         g = jnp.stack([0.0 * p.gravity, -p.gravity])
         phidd, psidd = _chain2(g, ab, uf, wf, b, 0.5 * b, p.coupler_mass, p.coupler_inertia,
                                -up, wp, 0.5 * c, p.follower_mass, p.follower_inertia, q1, q2)
-    return jnp.stack([alpha, phidd, psidd]), mem[None], (jf,)
+    return Coordinates(crank=alpha, coupler=phidd, follower=psidd), mem[None], (jf,)
 
 
 def _accel_coupler_ends(cfg, p, q, v, aux, t):
     """Clearance at both coupler ends (crank pin in the coupler's B bearing, coupler end C in
-    the follower's bearing): the coupler is a free body, centre of mass G = q[6:8] with
-    velocity v[3:5]; the follower swings about O₄; diagonal mass matrix:
+    the follower's bearing): the coupler is a free body, centre of mass G = q.coupler_centre with
+    velocity v.coupler_centre; the follower swings about O₄; diagonal mass matrix:
 
         m₂ G̈ = −F_B + F_C + m₂g,   J₂ φ̈ = Σ (p_B − G) × (−F_B) + Σ (p_J − G) × F_C,
         (J₃ + m₃l₃²) ψ̈ = −m₃ g l₃ cos ψ − Σ (p_D − O₄) × F_C,
@@ -339,15 +322,15 @@ def _accel_coupler_ends(cfg, p, q, v, aux, t):
     F_B, F_C the contact forces on the journals (crank pin, coupler end C)."""
     with integrate.stage("kinematics"):
         b_pt, vb, ab, alpha = drivers.crank_pin(p, q, v, t)
-        uf, up = q[2:4], q[4:6]
-        wf, wp = v[1], v[2]
-        gc, vg = q[6:8], v[3:5]
+        uf, up = q.coupler, q.follower
+        wf, wp = v.coupler, v.follower
+        gc, vg = q.coupler_centre, v.coupler_centre
         b, c = p.coupler_length, p.follower_length
         l2, l3 = 0.5 * b, 0.5 * c
         o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
         jp1 = jax.tree_util.tree_map(lambda x: x[0], p.joint)
         jp2 = jax.tree_util.tree_map(lambda x: x[1], p.joint)
-        kin1 = joints.JointKinematics(b_pt, vb, v[0], gc - l2 * uf, vg - l2 * wf * perp(uf), uf, wf)
+        kin1 = joints.JointKinematics(b_pt, vb, v.crank, gc - l2 * uf, vg - l2 * wf * perp(uf), uf, wf)
         kin2 = joints.JointKinematics(gc + l2 * uf, vg + l2 * wf * perp(uf), wf, o4 + c * up,
                                       c * wp * perp(up), up, wp)
     jf1, mem1 = joints.evaluate(cfg.joint, jp1, kin1, aux[0])
@@ -358,7 +341,7 @@ def _accel_coupler_ends(cfg, p, q, v, aux, t):
         tau2 = joints.moment(-jf1.f_slots, jf1.p_b, gc) + joints.moment(jf2.f_slots, jf2.p_j, gc)
         jo = p.follower_inertia + p.follower_mass * l3 * l3
         tau3 = -p.follower_mass * p.gravity * l3 * up[0] + joints.moment(-jf2.f_slots, jf2.p_b, o4)
-        a = jnp.concatenate([jnp.stack([alpha, tau2 / p.coupler_inertia, tau3 / jo]), ag])
+        a = Coordinates(crank=alpha, coupler=tau2 / p.coupler_inertia, follower=tau3 / jo, coupler_centre=ag)
     return a, jnp.stack([mem1, mem2]), (jf1, jf2)
 
 
@@ -366,106 +349,27 @@ _ACCEL = {"coupler_follower": _accel_coupler_follower, "crank_coupler": _accel_c
           "follower_ground": _accel_follower_ground, "coupler_ends": _accel_coupler_ends}
 
 
-def _accel(cfg, p, q, v, aux, t):
-    return _ACCEL[cfg.clearance_joint](cfg, p, q, v, aux, t)
-
-
 def initial_state(cfg: Config, p: Params):
     """The ideal assembly at θ₀ (journal centred in the bearing), every body at the ideal
-    mechanism's velocity (at rest with a ramp)."""
+    mechanism's velocity (at rest with a ramp).  Returns (q, v, aux) (``Coordinates``)."""
     k = ideal_kinematics(p, jnp.zeros((), jnp.result_type(p.crank_length)))
     pair = lambda x: jnp.stack([jnp.cos(x), jnp.sin(x)])
-    q = jnp.concatenate([pair(k["theta"]), pair(k["phi"]), pair(k["psi"])])
-    v = jnp.stack([k["theta_dot"], k["phi_dot"], k["psi_dot"]])
+    q = Coordinates(crank=pair(k["theta"]), coupler=pair(k["phi"]), follower=pair(k["psi"]))
+    v = Coordinates(crank=k["theta_dot"], coupler=k["phi_dot"], follower=k["psi_dot"])
     if cfg.clearance_joint == "coupler_ends":  # the coupler's centre of mass, free
         uf = pair(k["phi"])
         vb = p.crank_length * k["theta_dot"] * perp(pair(k["theta"]))
-        q = jnp.concatenate([q, k["B"] + 0.5 * p.coupler_length * uf])
-        v = jnp.concatenate([v, vb + 0.5 * p.coupler_length * k["phi_dot"] * perp(uf)])
-    aux = jnp.stack([joints.initial_memory(cfg.joint, q.dtype)] * cfg.n_joints)
+        q = q._replace(coupler_centre=k["B"] + 0.5 * p.coupler_length * uf)
+        v = v._replace(coupler_centre=vb + 0.5 * p.coupler_length * k["phi_dot"] * perp(uf))
+    aux = jnp.stack([joints.initial_memory(cfg.joint, q.crank.dtype)] * cfg.n_joints)
     return q, v, aux
-
-
-def _outputs(cfg, q, v, a, jfs):
-    per = lambda f: jnp.stack([f(j) for j in jfs])  # one entry per clearance joint
-    ch = {"crank_angle_rad": lambda: jnp.arctan2(q[1], q[0]),
-          "contact_force_N": lambda: per(lambda j: safe_norm(j.force)),
-          "normal_force_N": lambda: per(lambda j: jnp.sum(j.normal_force)),
-          "penetration_m": lambda: per(lambda j: jnp.max(j.depth)),
-          "journal_x_m": lambda: per(lambda j: j.e_local[0]),
-          "journal_y_m": lambda: per(lambda j: j.e_local[1]),
-          "n_regions": lambda: per(lambda j: j.n_regions.astype(q.dtype)),
-          "follower_angle_rad": lambda: jnp.arctan2(q[5], q[4]),
-          "follower_angular_velocity_rad_per_s": lambda: v[2],
-          "follower_angular_acceleration_rad_per_s2": lambda: a[2],
-          "coupler_angular_velocity_rad_per_s": lambda: v[1]}
-    return {k: ch[k]() for k in cfg.outputs}
-
-
-class Result(NamedTuple):
-    """Accumulated metrics (peak_acc = peak |ψ̈|), saved histories, final q and v."""
-
-    acc: metrics.Accumulator
-    history: dict
-    q: jnp.ndarray
-    v: jnp.ndarray
-
-
-def simulate(cfg: Config, p: Params, state0=None) -> Result:
-    """Integrate one variant over cfg.n_steps steps (pure).  state0: optional (q, v)."""
-
-    def accel(params, q, v, aux, t):
-        a, aux1, jfs = _accel(cfg, params, q, v, aux, t)
-        return a, aux1, (a, jfs, q, v, t)
-
-    step = integrate.make_step(cfg.scheme, accel, integrate.pair_drift(3), cfg.dt)
-    q0, v0, aux0 = initial_state(cfg, p)
-    if state0 is not None:
-        q0, v0 = (jnp.asarray(x, q0.dtype) for x in state0)
-    a0, _, _ = accel(p, q0, v0, aux0, 0.0)
-    s0 = integrate.State(q0, v0, a0, aux0)
-
-    def reduce(acc, out, i):
-        a, jfs, q, v, t = out
-        per = lambda f: jnp.stack([f(j) for j in jfs])
-        return metrics.update(acc, per(lambda j: safe_norm(j.force)), a[2], per(lambda j: jnp.any(j.active)),
-                              per(lambda j: j.new_impacts), per(lambda j: j.n_regions), t >= p.steady_start,
-                              cfg.min_continuous_steps)
-
-    def save(out):
-        a, jfs, q, v, t = out
-        return _outputs(cfg, q, v, a, jfs)
-
-    acc0 = metrics.init(cfg.n_joints, q0.dtype)
-    s, acc, hist = integrate.simulate(step, p, s0, acc0, reduce, cfg.n_saves, cfg.save_every,
-                                      save=save if cfg.outputs else None, checkpoint=cfg.checkpoint)
-    acc = metrics.finalize(acc, cfg.min_continuous_steps)
-    return Result(acc, hist if hist is not None else {}, s.q, s.v)
 
 
 # ----------------------------------------------------------------------------- sweep protocol
 
-def tables(model):
-    """The spec tables: [model], the clearance-joint tables (and each joint's own with
-    clearance_joint = "coupler_ends"), [integrator], [outputs]."""
-    names = JOINTS.get(model.get("clearance_joint", "coupler_follower"), ("coupler_follower",))
-    return [MODEL, *_clearance.joint_tables(names),
-            _clearance.crank_integrator(integrate.SCHEMES, "leapfrog", t_end_s=0.14, save_every=50),
-            specmod.outputs_table(OUTPUT_CHANNELS, DEFAULT_OUTPUTS)]
-
-
-def validate_spec(spec):
-    _clearance.validate_spec(spec)
-
-
-check_axis = _clearance.check_axis
-differentiable_keys = _clearance.differentiable_keys
-
-
-def check_values(cols):
-    """Clearance below the journal radius; a Grashof crank–rocker (the crank shortest and
-    s + l < p + q), so that the crank turns fully with the loop closed."""
-    _clearance.check_values(cols, JOINTS["coupler_ends"])
+def _check_geometry(cols):
+    """A Grashof crank–rocker (the crank shortest and s + l < p + q), so that the crank turns
+    fully with the loop closed."""
     L = {k: np.asarray(cols[f"model.{k}_length_m"], float) for k in ("crank", "coupler", "follower", "ground")}
     Lb = np.broadcast_arrays(*L.values())
     st = np.stack(Lb, axis=-1)
@@ -478,163 +382,44 @@ def check_values(cols):
                           "shortest + longest < sum of the other two)")
 
 
-def t_end(spec, cols):
-    """integrator.t_end_s, or (when 0) the ramp plus integrator.revolutions at full speed."""
-    it = spec["integrator"]
-    if it["t_end_s"] > 0:
-        return float(it["t_end_s"])
-    w = np.asarray(cols["model.crank_speed_rpm"], float) * (2 * math.pi / 60)
-    return float(np.max(np.asarray(cols["model.ramp_time_s"], float) + it["revolutions"] * 2 * math.pi / w))
-
-
-def make_config(spec, t_end) -> Config:
-    return Config(clearance_joint=spec["model"]["clearance_joint"], **_clearance.config_fields(spec, t_end))
-
-
-def params(spec, cfg: Config, flat, dtype, t_end) -> Params:
-    """Params of one variant; the steady window is the last integrator.steady_revolutions
-    crank revolutions before t_end (by crank angle, so it is defined during a ramp too)."""
-    p = Params(**declared(MODEL, flat, dtype),
-               crank_angle0=jnp.deg2rad(jnp.asarray(flat["model.initial_crank_angle_deg"], dtype)),
-               steady_start=jnp.zeros((), dtype),
-               joint=_clearance.joints_params(spec, cfg.joint, flat, dtype, JOINTS[cfg.clearance_joint]))
+def _steady_start(spec, p, t_end):
+    """The last integrator.steady_revolutions crank revolutions before t_end, by crank angle (so
+    the window is defined during a ramp too)."""
     travel = crank_angle(p, t_end)[0] - p.crank_angle0
-    t0 = time_of_crank_travel(p, travel - 2 * math.pi * spec["integrator"]["steady_revolutions"])
-    return p._replace(steady_start=jnp.asarray(t0, dtype))
+    return time_of_crank_travel(p, travel - 2 * math.pi * spec["integrator"]["steady_revolutions"])
 
 
-def stability_dt(p: Params, scheme, joint: str = "coupler_follower"):
-    """Conservative stable dt [s]: the linearised Hertz stiffness at the penetration reached
-    when the lighter side hits at the crank-pin speed a·ω (as ``slider_crank.stability_dt``).
-    Lighter side: coupler_follower — coupler about B or follower about O₄, as a mass J/L² at
-    the joint; crank_coupler / follower_ground — the coupler / follower end of the hanging
-    chain, bounded below by the free link's 1/(1/m + (L/2)²/J) (constraints only add mass);
-    coupler_ends — the free coupler's end or the follower about O₄."""
-    jp = p.joint
+def _effective_mass(p: Params, joint: str):
+    """The lighter side of the joint as a mass at the joint: coupler_follower — coupler about B
+    or follower about O₄ (J/L²); crank_coupler / follower_ground — the coupler / follower end of
+    the hanging chain, bounded below by the free link's 1/(1/m + (L/2)²/J) (constraints only add
+    mass); coupler_ends — the free coupler's end or the follower about O₄."""
     l2, l3 = 0.5 * p.coupler_length, 0.5 * p.follower_length
     m2 = (p.coupler_inertia + p.coupler_mass * l2 * l2) / p.coupler_length ** 2
     m3 = (p.follower_inertia + p.follower_mass * l3 * l3) / p.follower_length ** 2
     m2_free = 1.0 / (1.0 / p.coupler_mass + l2 * l2 / p.coupler_inertia)
-    if joint == "crank_coupler":
-        m = m2_free
-    elif joint == "follower_ground":
-        m = 1.0 / (1.0 / p.follower_mass + l3 * l3 / p.follower_inertia)
-    elif joint == "coupler_ends":
-        m = jnp.minimum(m2_free, m3)
-    else:
-        m = jnp.minimum(m2, m3)
-    v = p.crank_length * p.crank_speed
-    n, K = jp.exponent, jp.stiffness
-    if K.ndim > m.ndim:  # two joints: take the stiffer
-        K, n = jnp.max(K, axis=-1), jnp.max(n, axis=-1)
-    delta = (0.5 * m * v * v * (n + 1) / K) ** (1.0 / (n + 1))
-    return integrate.stability_bound(scheme, n * K * delta ** (n - 1), m)
+    return {"crank_coupler": m2_free, "follower_ground": 1.0 / (1.0 / p.follower_mass + l3 * l3 / p.follower_inertia),
+            "coupler_ends": jnp.minimum(m2_free, m3)}.get(joint, jnp.minimum(m2, m3))
 
 
-def check_params(spec, cfg: Config, p: Params, name):
-    _clearance.check_bushing(cfg.joint, p.joint, name)
-    _clearance.check_dt(cfg, np.asarray(stability_dt(p, cfg.scheme, cfg.clearance_joint)), name)
+MECHANISM = crank_linkage.CrankLinkage(
+    name="four_bar", model=MODEL, joints=JOINTS, config=Config, params_cls=Params, accel=_ACCEL,
+    initial_state=initial_state, channels=CHANNELS, default_outputs=DEFAULT_OUTPUTS,
+    acc_key="follower_angular_acceleration", acc_unit="_rad_per_s2", acc_of=lambda a: a.follower,
+    ideal_peaks=ideal_peaks, ideal_kw=lambda cfg: {"joint": cfg.clearance_joint},
+    samples=(2048, 4096), steady_start=_steady_start, effective_mass=_effective_mass,
+    check_geometry=_check_geometry, steady_doc="before t_end (by crank angle)",
+    extra_params=lambda flat, dtype: {"crank_angle0": jnp.deg2rad(jnp.asarray(flat["model.initial_crank_angle_deg"], dtype))},
+    integrator={"t_end_s": 0.14, "save_every": 50},
+    # as Zheng et al. Fig. 6(a)–(c): the follower's rate and acceleration and the joint force against the ideal
+    versus_ideal=(("follower_angular_velocity_rad_per_s", "follower_angular_velocity", "follower ψ̇ [rad/s]"),
+                  ("follower_angular_acceleration_rad_per_s2", "follower_angular_acceleration", "follower ψ̈ [rad/s²]"),
+                  ("contact_force_N", "reaction", "joint force [N]")),
+    versus_ideal_title="last crank revolution (as Fig. 6 of Zheng et al.)")
+simulate, STUDY_METRICS = MECHANISM.simulate, MECHANISM.STUDY_METRICS
+Result = crank_linkage.Result
 
 
-def joint_names(cfg: Config):
-    return JOINTS[cfg.clearance_joint]
-
-
-def describe(spec, cfg: Config):
-    return {"clearance_joint": cfg.clearance_joint, **_clearance.describe(cfg.joint),
-            "steady_window": f"last {spec['integrator']['steady_revolutions']:g} crank revolution(s) before t_end "
-                             "(by crank angle)",
-            "continuous_contact_s": spec["integrator"]["continuous_contact_s"]}
-
-
-@partial(jax.jit, static_argnums=(2, 3))
-def _ideal_peaks_batch(p, t_end, n_samples, joint):
-    p = jax.tree_util.tree_map(lambda x: x.astype(jnp.float64) if jnp.issubdtype(x.dtype, jnp.floating) else x, p)  # reference in float64
-    return jax.vmap(lambda pp: ideal_peaks(pp, t_end, pp.steady_start, n_samples=n_samples, joint=joint))(p)
-
-
-def n_ideal_samples(max_crank_speed_rad_per_s, t_end):
-    """Samples of the ideal mechanism over [0, t_end]: 2048 per revolution of the fastest variant,
-    at least 4097, at most 2^18 + 1."""
-    return _clearance.ideal_sample_count(max_crank_speed_rad_per_s, t_end, 2048, 4096)
-
-
-ideal_samples = _clearance.sweep_ideal_samples(n_ideal_samples)
-STUDY_METRICS = metrics.peak_vector_names("follower_angular_acceleration", "_rad_per_s2")  # the differentiable metrics
-# simulate + peaks + the closed-form ideal reference (jaxclear.study)
-study = _clearance.crank_study(STUDY_METRICS, "follower_angular_acceleration", ideal_peaks, ideal_samples, simulate,
-                               joint_names=lambda cfg: JOINTS[cfg.clearance_joint],
-                               ideal_kw=lambda cfg: {"joint": cfg.clearance_joint})
-
-
-def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
-    """Peaks of the follower angular acceleration and the joint force, their ideal values and
-    amplification factors DE (seed 001), impacts and motion fractions."""
-    acc = jax.tree_util.tree_map(lambda x: np.asarray(x)[:n_real], res.acc)
-    n_samples = cfg.ideal_samples or n_ideal_samples(float(np.max(np.asarray(p.crank_speed))), t_end)
-    full, steady = _ideal_peaks_batch(p, t_end, n_samples, cfg.clearance_joint)
-    full = {k: np.asarray(v)[:n_real] for k, v in full.items()}
-    steady = {k: np.asarray(v)[:n_real] for k, v in steady.items()}
-    out = {}
-    names = JOINTS[cfg.clearance_joint]
-    ref = np.maximum.reduce([full["reaction_" + n] for n in names])
-    refs = np.maximum.reduce([steady["reaction_" + n] for n in names])
-    metrics.peak_columns(out, "contact_force", "_N", "ideal_peak_reaction_N", acc.peak_force.max(axis=1),
-                  acc.peak_force_steady.max(axis=1), ref, refs)
-    metrics.peak_columns(out, "follower_angular_acceleration", "_rad_per_s2",
-                  "ideal_peak_follower_angular_acceleration_rad_per_s2", acc.peak_acc, acc.peak_acc_steady,
-                  full["follower_angular_acceleration"], steady["follower_angular_acceleration"])
-    metrics.motion_columns(out, acc, names, full)  # per joint with several, as slider_crank "both"
-    q, v = np.asarray(res.q)[:n_real], np.asarray(res.v)[:n_real]
-    out["finite"] = acc.finite & np.isfinite(q).all(axis=1) & np.isfinite(v).all(axis=1)
-    return out
-
-
-def plots(outdir, spec, table, summary, hists, t):
-    """The shared sweep plots (orbits, contact force vs crank angle, DAF against the axis) and,
-    as seed 001 Fig. 6(a)–(c), the follower's angular velocity and acceleration and the joint
-    force over the last crank revolution against the ideal four-bar (base values of [model])."""
-    from pathlib import Path
-
-    from .. import plots as plots_
-    written = []
-    if "journal_x_m" in hists:
-        written += plots_.sweep_plots(outdir, table, summary, hists, t, spec,
-                                      amplified=("contact_force", "follower_angular_acceleration"))
-    chans = [("follower_angular_velocity_rad_per_s", "follower_angular_velocity", "follower ψ̇ [rad/s]"),
-             ("follower_angular_acceleration_rad_per_s2", "follower_angular_acceleration", "follower ψ̈ [rad/s²]"),
-             ("contact_force_N", f"reaction_{JOINTS[spec['model']['clearance_joint']][0]}", "joint force [N]")]
-    chans = [c for c in chans if c[0] in hists]
-    if not chans or "crank_angle_rad" not in hists:
-        return written
-    t = np.asarray(t)
-    flat = specmod.flat_values(spec)
-    cfg = make_config(spec, float(t[-1]))
-    p = params(spec, cfg, flat, jnp.float64, float(t[-1]))
-    tt = np.linspace(float(p.steady_start), float(t[-1]), 4001)
-    ide = {k: np.asarray(v) for k, v in jax.jit(ideal)(p, jnp.asarray(tt)).items()}  # jit: eager vmap took ~8 s more
-    deg = lambda th: np.degrees(np.mod(th, 2 * np.pi))
-    idx = plots_.pick_variants(table, int(spec["outputs"]["plot_variants"]))
-    fig, axs = plots_.plt.subplots(len(chans), 1, figsize=(8, 2.6 * len(chans)), sharex=True)
-    axs = np.atleast_1d(axs)
-    order = np.argsort(deg(ide["theta"]))
-    for ax, (ch, key, lab) in zip(axs, chans):
-        for i in idx:
-            m = t >= float(p.steady_start)
-            th = deg(np.asarray(hists["crank_angle_rad"][i])[m])
-            y = np.asarray(hists[ch][i])[m].reshape(m.sum(), -1)[:, 0]
-            o = np.argsort(th)
-            c = table["clearance_m"][i] if "clearance_m" in table else spec["joint"]["clearance_m"]
-            ax.plot(th[o], y[o], lw=0.7, label=f"clearance {c * 1e3:.3g} mm")
-        ax.plot(deg(ide["theta"])[order], (np.abs(ide[key]) if ch == "contact_force_N" else ide[key])[order],
-                "k--", lw=1.0, label="ideal")
-        ax.set_ylabel(lab)
-    axs[0].legend(fontsize=7)
-    axs[0].set_title(f"{summary['name']}: last crank revolution (as Fig. 6 of Zheng et al.)")
-    axs[-1].set_xlabel("crank angle [deg]")
-    fig.tight_layout()
-    pdir = Path(outdir) / "plots"
-    pdir.mkdir(exist_ok=True)
-    fig.savefig(pdir / "follower_vs_crank_angle.png", dpi=110)
-    plots_.plt.close(fig)
-    return written + ["plots/follower_vs_crank_angle.png"]
+def stability_dt(p: Params, scheme, joint: str = "coupler_follower"):
+    """Conservative stable dt [s] (``crank_linkage.CrankLinkage.stability_dt``, ``_effective_mass``)."""
+    return MECHANISM.stability_dt(p, scheme, joint)
