@@ -430,7 +430,7 @@ def simulate(cfg: Config, p: Params, state0=None) -> Result:
         per = lambda f: jnp.stack([f(j) for j in jfs])
         return metrics.update(acc, per(lambda j: safe_norm(j.force)), a[2], per(lambda j: jnp.any(j.active)),
                               per(lambda j: j.new_impacts), per(lambda j: j.n_regions), t >= p.steady_start,
-                              cfg.min_continuous_steps)
+                              cfg.min_continuous_steps, penetration=per(lambda j: jnp.max(j.depth)))
 
     def save(out):
         a, jfs, q, v, t = out
@@ -584,7 +584,7 @@ def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     metrics.peak_columns(out, "follower_angular_acceleration", "_rad_per_s2",
                   "ideal_peak_follower_angular_acceleration_rad_per_s2", acc.peak_acc, acc.peak_acc_steady,
                   full["follower_angular_acceleration"], steady["follower_angular_acceleration"])
-    metrics.motion_columns(out, acc, names, full)  # per joint with several, as slider_crank "both"
+    metrics.motion_columns(out, acc, names, full, clearance=np.asarray(p.joint.clearance)[:n_real])  # per joint with several, as slider_crank "both"
     q, v = np.asarray(res.q)[:n_real], np.asarray(res.v)[:n_real]
     out["finite"] = acc.finite & np.isfinite(q).all(axis=1) & np.isfinite(v).all(axis=1)
     return out

@@ -317,7 +317,8 @@ def simulate(cfg: Config, p: Params, state0=None) -> Result:
         steady = t >= p.steady_start
         ovf = jnp.stack([j.window_overflow for j in jfs]) if cfg.joint.window else None
         return metrics.update(acc, force, a[-1], in_contact, new_imp, nreg, steady,
-                              cfg.min_continuous_steps, window_overflow=ovf)
+                              cfg.min_continuous_steps, window_overflow=ovf,
+                              penetration=jnp.stack([jnp.max(j.depth) for j in jfs]))
 
     def save(out):
         a, jfs, q, v, t = out
@@ -544,7 +545,7 @@ def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     out["smooth_peak_slider_acceleration_m_per_s2"] = sm_a
     out["smooth_daf_contact_force"] = metrics.amplification(sm_f, ref)
     out["smooth_daf_slider_acceleration"] = metrics.amplification(sm_a, ideal_full["slider_acceleration"])
-    metrics.motion_columns(out, acc, names, ideal_full)
+    metrics.motion_columns(out, acc, names, ideal_full, clearance=np.asarray(p.joint.clearance)[:n_real])
     if cfg.joint.window:
         out["window_overflow_steps"] = acc.window_overflow_steps.sum(axis=1)
     fin = acc.finite & np.isfinite(np.asarray(res.q)[:n_real]).all(axis=1) & np.isfinite(np.asarray(res.v)[:n_real]).all(axis=1)
