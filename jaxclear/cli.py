@@ -114,7 +114,8 @@ def _summary_table(table, summary):
              f"(dt = {summary['dt_s']:g} s, {summary['precision']}, {summary['device_count']}× {summary['device_kind']})",
              f"wall {summary['wall_s']:.2f} s, compile {summary['compile_s']:.2f} s, "
              f"{(summary['variant_steps_per_s'] or 0):.4g} variant-steps/s (without compile); "
-             f"failed variants: {len(summary['failed_variants'])}",
+             f"failed variants: {len(summary['failed_variants'])}"
+             + "".join(f"; warning {w['code']}: {w['count']} variant(s)" for w in summary.get("warnings", [])),
              f"{'metric':44s} {'min':>11s} {'median':>11s} {'max':>11s}"]
     return "\n".join(lines + _metric_rows(table))
 
@@ -188,6 +189,9 @@ def cmd_run(args):
         print(f"process {parallel.process_index()}/{parallel.process_count()}: "
               f"{summary['chunks_computed']} chunks computed in total, results in {out}/")
         return 0
+    if args.quiet:  # the log was silent: questionable results are still said (sweep.run logs them otherwise)
+        for w in summary.get("warnings", []):
+            print(f"warning: {w['message']}", file=sys.stderr)
     print(_summary_table(table, summary))
     print(f"results in {out}/ (store.zarr, metrics.csv, summary.json, progress.jsonl, plots/)")
     return 0
@@ -213,6 +217,8 @@ def cmd_show(args):
         s = res.summary
         print(f"wall {s['wall_s']:.2f} s, compile {s['compile_s']:.2f} s, "
               f"{(s['variant_steps_per_s'] or 0):.4g} variant-steps/s, {s['device_count']}× {s['device_kind']}")
+        for w in s.get("warnings", []):
+            print(f"warning: {w['message']}")
     if done.any():
         table = {k: np.asarray(v)[done] for k, v in res.table.items()}
         print(f"{'metric':44s} {'min':>11s} {'median':>11s} {'max':>11s}")
@@ -297,7 +303,10 @@ def cmd_submit(args):
         job = _client(args).submit(path.read_text(), set=args.set or ())
         print(job.id)
         if args.wait:
-            print(_status_line(job.wait()))
+            st = job.wait()
+            print(_status_line(st))
+            for w in st.get("warnings", []):  # the submission's, then the questionable results
+                print(f"warning: {w}", file=sys.stderr)
     except ServiceError as e:
         print(f"jaxclear: error: {e}", file=sys.stderr)
         return 2

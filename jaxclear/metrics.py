@@ -46,7 +46,9 @@ class Accumulator(NamedTuple):
     peak_acc, peak_acc_steady: max |output acceleration| [m/s²];
     impacts: (J,) contact onsets; contact_steps, impact_steps, continuous_steps: (J,) step
     counts; episode: (J,) length of the open contact episode; max_regions: (J,) most
-    simultaneous regions seen; steps, steady_steps: counts; finite: no NaN/inf seen.
+    simultaneous regions seen; steps, steady_steps: counts; finite: no NaN/inf seen;
+    max_penetration: (J,) largest penetration δ [m] over the run (0 where the mechanism does not
+    pass penetrations to ``update``).
     """
 
     peak_force: jnp.ndarray
@@ -65,12 +67,13 @@ class Accumulator(NamedTuple):
     lse_force: jnp.ndarray
     lse_acc: jnp.ndarray
     window_overflow_steps: jnp.ndarray = None
+    max_penetration: jnp.ndarray = None
 
 
 class Packed(NamedTuple):
     """The accumulator packed into two arrays (few scan-carry leaves are faster on CPU,
     jax#40150): f = [peak_force (J), peak_force_steady (J), peak_acc, peak_acc_steady,
-    S_force (J), S_acc] (the scaled power sums; ``unpack`` turns them into lse_*),
+    S_force (J), S_acc, max_penetration (J)] (the scaled power sums; ``unpack`` turns them into lse_*),
     i = [impacts, contact_steps, impact_steps, continuous_steps, episode, max_regions (J each),
     steps, steady_steps, finite, window_overflow_steps (J)]."""
 
@@ -80,7 +83,7 @@ class Packed(NamedTuple):
 
 def init(n_joints: int, dtype=jnp.float64) -> Packed:
     i = jnp.zeros((7 * n_joints + 3,), jnp.int32).at[6 * n_joints + 2].set(1)
-    f = jnp.zeros((3 * n_joints + 3,), dtype)
+    f = jnp.zeros((4 * n_joints + 3,), dtype)
     return Packed(f, i)
 
 
@@ -92,7 +95,7 @@ def _safe_log(x):
 
 def unpack(acc: Packed) -> Accumulator:
     """Packed -> Accumulator (works on batched arrays: variant axis first)."""
-    J = (acc.f.shape[-1] - 3) // 3
+    J = (acc.f.shape[-1] - 3) // 4
     f, i = acc.f, acc.i
     ij = lambda k: i[..., k * J:(k + 1) * J]
     # L = log Σ F^p = p·log M + log S  (M the run peak, S the scaled sum)
@@ -100,7 +103,8 @@ def unpack(acc: Packed) -> Accumulator:
     return Accumulator(f[..., :J], f[..., J:2 * J], f[..., 2 * J], f[..., 2 * J + 1],
                        ij(0), ij(1), ij(2), ij(3), ij(4), ij(5), i[..., 6 * J], i[..., 6 * J + 1],
                        i[..., 6 * J + 2] > 0, lse(f[..., :J], f[..., 2 * J + 2:3 * J + 2]),
-                       lse(f[..., 2 * J], f[..., 3 * J + 2]), i[..., 6 * J + 3:7 * J + 3])
+                       lse(f[..., 2 * J], f[..., 3 * J + 2]), i[..., 6 * J + 3:7 * J + 3],
+                       f[..., 3 * J + 3:4 * J + 3])
 
 
 def _ipow(x, n: int):
@@ -127,11 +131,12 @@ def _scaled_power_sum(s_old, m_old, m_new, x):
 
 
 def update(acc: Packed, force, accel, in_contact, new_impacts, n_regions, steady,
-           min_continuous_steps, window_overflow=None) -> Packed:
+           min_continuous_steps, window_overflow=None, penetration=None) -> Packed:
     """Fold one step: force (J,) [N], accel scalar [m/s²], in_contact (J,) bool, new_impacts
     and n_regions (J,) ints; steady: bool, the step lies in the steady window; contact episodes
     of at least min_continuous_steps steps count as continuous contact; window_overflow (J,)
-    bool or None: the windowed detection flagged an overflow this step."""
+    bool or None: the windowed detection flagged an overflow this step; penetration (J,) [m] or
+    None: each joint's largest penetration δ this step (its running maximum: ``max_penetration``)."""
     J = force.shape[0]
     a = jnp.abs(accel)
     peaks = jnp.concatenate([force, a[None]])
@@ -140,8 +145,11 @@ def update(acc: Packed, force, accel, in_contact, new_impacts, n_regions, steady
     new = jnp.maximum(old, peaks)
     new_s = jnp.where(steady, jnp.maximum(old_s, peaks), old_s)
     # (x/M)^p through (x²/M²)^(p/2): smooth where the acceleration changes sign
-    sums = _scaled_power_sum(acc.f[2 * J + 2:], old, new, jnp.concatenate([force, accel[None]]))
-    f = jnp.concatenate([new[:J], new_s[:J], new[J:], new_s[J:], sums])
+    sums = _scaled_power_sum(acc.f[2 * J + 2:3 * J + 3], old, new, jnp.concatenate([force, accel[None]]))
+    pen = acc.f[3 * J + 3:]
+    if penetration is not None:
+        pen = jnp.maximum(pen, penetration.astype(pen.dtype))
+    f = jnp.concatenate([new[:J], new_s[:J], new[J:], new_s[J:], sums, pen])
     i = acc.i
     episode = i[4 * J:5 * J]
     ended = (~in_contact) & (episode > 0)
@@ -231,11 +239,19 @@ def peak_columns(out, what, unit, ideal_col, peak, peak_s, ideal_, ideal_s):
     out[f"ratio_{what}_steady"] = peak_s / ideal_s
 
 
-def motion_columns(out, acc, names, ideal_full=None):
+def motion_columns(out, acc, names, ideal_full=None, clearance=None):
     """Impacts and the free-flight / impact / continuous-contact fractions (all joints together
     and, with several joints, per joint ``_<name>`` with the joint's peak force and, given the
-    ideal peaks ``ideal_full``, its DE against that joint's ideal reaction)."""
+    ideal peaks ``ideal_full``, its DE against that joint's ideal reaction).
+
+    Also the quality columns that ``table_warnings`` reads: ``steady_window_fraction`` (steps in
+    the steady window / steps of the run; 1 when the window is the whole run, start-up included)
+    and, given each variant's radial ``clearance`` [m] ((n,) or (n, J)) and an accumulator fed
+    with penetrations, ``max_penetration_m`` (largest δ over the run and the joints) and
+    ``max_penetration_fraction`` (largest δ/c over the joints; per joint ``_<name>`` too)."""
     free, imp, cont = (np.asarray(x) for x in motion_fractions(acc))
+    steps = np.maximum(np.asarray(acc.steps), 1)
+    out["steady_window_fraction"] = np.asarray(acc.steady_steps) / steps
     out["impacts"] = acc.impacts.sum(axis=1)
     out["free_flight_fraction"] = free.mean(axis=1)
     out["impact_fraction"] = imp.mean(axis=1)
@@ -249,4 +265,90 @@ def motion_columns(out, acc, names, ideal_full=None):
             out[f"free_flight_fraction_{nm}"] = free[:, j]
             out[f"impact_fraction_{nm}"] = imp[:, j]
             out[f"continuous_contact_fraction_{nm}"] = cont[:, j]
+    if clearance is not None and acc.max_penetration is not None:
+        pen = np.asarray(acc.max_penetration)
+        c = np.asarray(clearance)[: pen.shape[0]]
+        c = np.broadcast_to(c[:, None] if c.ndim == 1 else c, pen.shape)
+        frac = pen / c
+        out["max_penetration_m"] = pen.max(axis=1)
+        out["max_penetration_fraction"] = frac.max(axis=1)
+        if len(names) > 1:
+            for j, nm in enumerate(names):
+                out[f"max_penetration_{nm}_m"] = pen[:, j]
+                out[f"max_penetration_fraction_{nm}"] = frac[:, j]
     return free, imp, cont
+
+
+# ----------------------------------------------------------------------------- questionable results
+
+# A penetration above this fraction of the radial clearance is warned about: the contact laws
+# (Hertz, Lankarani–Nikravesh, Flores, ...) model a small local deformation of the contact zone,
+# δ ≪ the clearance that separates journal and bore; at δ = c/2 the journal centre has travelled
+# 1.5·c from the bearing centre and the contact zone spans a wide arc (conformal contact), where
+# those laws are an extrapolation.  (Flores et al. 2008 at c = 0.02 mm, 5000 rpm: 0.59·c.)
+PENETRATION_WARN_FRACTION = 0.5
+WARN_LISTED = 10  # variants named in a warning's message; the rest are counted
+WARN_JSON_VARIANTS = 1000  # variant indices kept in a warning's "variants" list (all counted in "count")
+
+
+def _variant_names(idx, table, axes, extra=None):
+    """'3 (clearance_m = 2e-05, δ/c = 0.59)' for the first WARN_LISTED of ``idx``, then '… and N more'."""
+    parts = []
+    for i in idx[:WARN_LISTED]:
+        vals = [f"{a} = {float(table[a][i]):.4g}" for a in axes if a in table]
+        if extra is not None:
+            vals.append(extra(i))
+        parts.append(f"{int(i)}" + (f" ({', '.join(vals)})" if vals else ""))
+    more = len(idx) - WARN_LISTED
+    return "; ".join(parts) + (f"; … and {more} more" if more > 0 else "")
+
+
+def _warning(code, idx, n, what, advice, table, axes, extra=None):
+    idx = [int(i) for i in idx]
+    return {"code": code, "count": len(idx), "variants": idx[:WARN_JSON_VARIANTS],
+            "message": f"{what} in {len(idx)} of {n} variant{'s' if n != 1 else ''}: "
+                       f"{_variant_names(idx, table, axes, extra)}. {advice}"}
+
+
+def table_warnings(table, axes=()):
+    """Warnings about questionable results, from the metrics table alone (so the same for every
+    mechanism whose ``chunk_metrics`` writes the columns; none where a column is missing):
+
+    - ``non_finite``: the run produced NaN/inf (``finite`` false); its metrics are not valid.
+    - ``steady_window_is_whole_run``: ``steady_window_fraction`` ≥ 1, the steady window began at
+      t = 0, so every ``*_steady`` column equals its whole-run twin, start-up transient included.
+    - ``deep_penetration``: ``max_penetration_fraction`` > PENETRATION_WARN_FRACTION (δ/c).
+
+    Returns a list of {"code", "message", "variants" (indices, the first WARN_JSON_VARIANTS),
+    "count" (all of them)}; the message names the first WARN_LISTED variants with their swept
+    values (columns ``axes``)."""
+    if not table:
+        return []
+    n = len(next(iter(table.values())))
+    out = []
+    if "finite" in table:
+        bad = np.nonzero(~np.asarray(table["finite"]).astype(bool))[0]
+        if len(bad):
+            out.append(_warning("non_finite", bad, n, "non-finite values (NaN or inf)",
+                                "Their metrics are not valid; reduce integrator.dt_s.", table, axes))
+    if "steady_window_fraction" in table:
+        whole = np.nonzero(np.asarray(table["steady_window_fraction"], float) >= 1.0 - 1e-12)[0]
+        if len(whole):
+            out.append(_warning(
+                "steady_window_is_whole_run", whole, n,
+                "steady window = the whole run",
+                "Their *_steady columns equal the whole-run ones, start-up transient included (the window "
+                "would start before t = 0): lengthen the run (integrator.t_end_s or integrator.revolutions) "
+                "beyond the steady window (integrator.steady_revolutions).", table, axes))
+    if "max_penetration_fraction" in table:
+        frac = np.asarray(table["max_penetration_fraction"], float)
+        deep = np.nonzero(frac > PENETRATION_WARN_FRACTION)[0]
+        if len(deep):
+            pen = table.get("max_penetration_m")
+            out.append(_warning(
+                "deep_penetration", deep, n,
+                f"penetration δ above {PENETRATION_WARN_FRACTION:g}·c (c the radial clearance)",
+                "The contact laws model a small local deformation, δ ≪ c: these forces and peaks "
+                "extrapolate the law; read them as qualitative.", table, axes,
+                extra=lambda i: f"δ/c = {frac[i]:.3g}" + (f", δ = {float(pen[i]):.3g} m" if pen is not None else "")))
+    return out

@@ -167,6 +167,28 @@ def orbits(ax, hists, idx, table, clearance=None, joint=0, axes=(), bores=None):
     _legend_outside(ax, below=True)
 
 
+def orbit_figure(hists, idx, table, clearance=None, axes=(), bores=None, title="", note=""):
+    """The orbit figure: square data axes, the legend right below them and the sampling ``note``
+    right below the legend (anchored to it, whatever its height), for a ``bbox_inches="tight"``
+    save, which trims the figure to them: no blank band between the plot, the legend and the note."""
+    fig, ax = plt.subplots(figsize=(6.4, 6.4))
+    fig.subplots_adjust(left=0.12, right=0.97, bottom=0.1, top=0.94)
+    orbits(ax, hists, idx, table, clearance, axes=axes, bores=bores)
+    if title:
+        ax.set_title(title, fontsize=10)
+    # the legend's top 4 pt under the x label, measured: with equal aspect the axes' height (and
+    # so any offset in axes fractions) depends on the data's extent
+    fig.canvas.draw()
+    below = ax.xaxis.get_tightbbox(fig.canvas.get_renderer()).y0 - 4 * fig.dpi / 72
+    leg = ax.get_legend()
+    leg.set_bbox_to_anchor((0.5, ax.transAxes.inverted().transform((0.0, below))[1]), transform=ax.transAxes)
+    if note:
+        # x in axes fractions (left edge of the axes), y just under the legend's bottom edge
+        ax.annotate(note, xy=(0.0, 0.0), xycoords=("axes fraction", leg), xytext=(0, -6),
+                    textcoords="offset points", ha="left", va="top", fontsize=7, annotation_clip=False)
+    return fig
+
+
 def _edges(u, log):
     """Cell edges around sorted centres u: midpoints inside, half a step beyond the ends
     (in log space when ``log``)."""
@@ -342,20 +364,18 @@ def sweep_plots(outdir, table, summary, hists, t, spec, amplified=("contact_forc
         plt.close(fig)
         written.append("plots/contact_force_vs_crank_angle.png")
     if "journal_x_m" in hists and "journal_y_m" in hists:
-        fig, ax = plt.subplots(figsize=(7, 7))
-        fig.subplots_adjust(left=0.12, right=0.97, bottom=0.27, top=0.95)
         try:
             bores = bore_boundaries(spec, table, idx, axis_paths)
         except Exception:  # noqa: BLE001  (a profile the helper cannot rebuild: the nominal circle)
             bores = None
-        orbits(ax, hists, idx, table, clearance, axes=axes, bores=bores)
         jn = (summary.get("joints") or [summary.get("clearance_joint", "")])[0]
-        ax.set_title(f"{name}: journal-centre orbits / clearance" + (f" ({jn} joint)" if jn else ""), fontsize=10)
         tt = np.asarray(t, float)
         dts = float(tt[1] - tt[0]) if tt.size > 1 else float(tt[0])
-        fig.text(0.01, 0.01, f"orbit points every {save_every} steps ({dts * 1e6:.3g} µs): straight segments "
-                             "are the sampling, not the motion", fontsize=7, va="bottom")
-        fig.savefig(pdir / "journal_orbits.png", dpi=110)
+        fig = orbit_figure(hists, idx, table, clearance, axes=axes, bores=bores,
+                           title=f"{name}: journal-centre orbits / clearance" + (f" ({jn} joint)" if jn else ""),
+                           note=f"orbit points every {save_every} steps ({dts * 1e6:.3g} µs): straight segments "
+                                "are the sampling, not the motion")
+        fig.savefig(pdir / "journal_orbits.png", dpi=110, bbox_inches="tight", pad_inches=0.08)
         plt.close(fig)
         written.append("plots/journal_orbits.png")
     if len(axes) >= 2:

@@ -273,9 +273,11 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
         return
     finally:
         jlog.close()
+    # the job's warnings: those of the submission, then the questionable results (summary.json "warnings")
+    warns = json.loads(row["warnings"] or "[]") + [f"{w['code']}: {w['message']}" for w in summary.get("warnings", [])]
     _finish(con, job_id, "done", None, variants_done=pl.n_variants,
             variant_steps_per_s=summary.get("variant_steps_per_s"), eta_s=0.0,
-            compile_s=float(summary.get("compile_s") or 0.0))
+            compile_s=float(summary.get("compile_s") or 0.0), warnings=json.dumps(warns))
     log.write(f"job {job_id} done: {pl.n_variants} variants × {n_steps} steps, compile {summary.get('compile_s', 0):.3g} s, "
               f"wall {summary['wall_s']:.3g} s\n")
 

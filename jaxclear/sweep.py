@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import __version__, integrate, mechanisms, parallel, spec as specmod, store
+from . import __version__, integrate, mechanisms, metrics, parallel, spec as specmod, store
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ def estimate(spec_or_path, overrides=(), probe_steps=200):
     params_b, out_b, hist_chunk_b = _nbytes(example), _nbytes(out_shape), _nbytes(out_shape.history)
     hist_per_variant = hist_chunk_b // ex
     n_joints = len(mech.joint_names(cfg))
-    n_metrics = 22 + (6 * n_joints if n_joints > 1 else 0)  # chunk_metrics columns (approximate)
+    n_metrics = 25 + (8 * n_joints if n_joints > 1 else 0)  # chunk_metrics columns (approximate)
     metrics_b = B * (n_metrics + len(pl.paths)) * 8
     est = {
         "name": spec["sweep"]["name"], "n_variants": int(B),
@@ -597,6 +597,11 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
         summary = {**prev, "rerun": rerun}
         summary.pop("plots", None)
         summary.pop("plot_s", None)
+    # questionable results, from the table (every mechanism with the columns; metrics.table_warnings)
+    summary["warnings"] = metrics.table_warnings(table, summary["axes"])
+    if lead:
+        for w in summary["warnings"]:
+            log(f"warning: {w['message']}")
     if outdir and lead:
         stage("plotting")
         log(f"writing metrics.csv, summary.json{', plots/' if spec['outputs']['plots'] else ''} ...")

@@ -90,3 +90,82 @@ def test_cli_uses_the_requested_cpu_devices(tmp_path):
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert s["device_count"] == 3 and s["executed_chunk_size"] == 3
     assert s["cpu_devices"]["requested"] == 3 and s["cpu_devices"]["source"] == "--cpu-devices"
+
+
+# ----------------------------------------------------------------------------- questionable results
+
+FLORES = ROOT / "sweeps" / "flores_slider_crank.toml"
+
+
+def test_flores_warns_deep_penetration_for_the_smallest_clearance_only(tmp_path):
+    # Flores et al. 2008 as shipped (two revolutions, c = 0.5, 0.25, 0.1, 0.02 mm): the steady window
+    # is the last revolution, and only c = 0.02 mm goes deeper than PENETRATION_WARN_FRACTION·c
+    from jaxclear import metrics
+    out = tmp_path / "flores"
+    table, summary, _ = sweep.run(FLORES, out=out, overrides=("outputs.plots=false",), log=None)
+    frac = table["max_penetration_fraction"]
+    np.testing.assert_allclose(frac, table["max_penetration_m"] / table["clearance_m"], rtol=1e-12)
+    assert np.all(frac[:3] < metrics.PENETRATION_WARN_FRACTION) and frac[3] > metrics.PENETRATION_WARN_FRACTION
+    assert np.all(table["steady_window_fraction"] < 0.6)  # the last of two revolutions
+    assert [w["code"] for w in summary["warnings"]] == ["deep_penetration"]
+    w = summary["warnings"][0]
+    assert w["variants"] == [3] and w["count"] == 1
+    assert "3 (clearance_m = 2e-05, δ/c = " in w["message"] and "0.5·c" in w["message"]
+    on_disk = json.loads((out / "summary.json").read_text())
+    assert on_disk["warnings"] == summary["warnings"]
+
+
+def test_short_run_warns_that_the_steady_window_is_the_whole_run_in_the_cli_log(tmp_path):
+    # t_end = 2 ms at 5000 rpm (a revolution takes 12 ms): the window of the last revolution
+    # would start before t = 0, so the *_steady columns are the whole-run ones
+    out = tmp_path / "short"
+    r = _cli("run", str(FLORES), "--out", str(out), "--set", "integrator.t_end_s=0.002",
+             "--set", "outputs.plots=false")
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: steady window = the whole run")]
+    assert len(lines) == 1 and "in 4 of 4 variants: 0 (clearance_m = 0.0005); 1 (" in lines[0], r.stderr
+    assert "integrator.steady_revolutions" in lines[0]
+    assert "warning steady_window_is_whole_run: 4 variant(s)" in r.stdout
+    s = json.loads((out / "summary.json").read_text())
+    steady = next(w for w in s["warnings"] if w["code"] == "steady_window_is_whole_run")
+    assert steady["variants"] == [0, 1, 2, 3] and steady["count"] == 4
+    m = sweep.read_csv(out / "metrics.csv")
+    assert np.all(m["steady_window_fraction"] == 1.0)
+    np.testing.assert_array_equal(m["peak_contact_force_steady_N"], m["peak_contact_force_N"])
+    # the deepest first impact of c = 0.02 mm comes within these 2 ms: warned here too
+    assert any(w["code"] == "deep_penetration" and w["variants"] == [3] for w in s["warnings"])
+    # show repeats them from summary.json
+    shown = _cli("show", str(out))
+    assert shown.returncode == 0 and "warning: steady window = the whole run in 4 of 4" in shown.stdout
+
+
+def test_max_penetration_is_the_maximum_over_every_step(tmp_path):
+    # every step saved: the accumulator's running maximum equals the saved channel's maximum
+    spec = dict(SMALL, integrator=dict(SMALL["integrator"], save_every=1),
+                outputs={"plots": False, "histories": ["penetration_m"]})
+    table, _, hists = sweep.run(spec, log=None)
+    exact = hists["penetration_m"].max(axis=(1, 2))
+    assert np.all(exact > 0)
+    np.testing.assert_array_equal(table["max_penetration_m"], exact)
+
+
+def test_table_warnings_threshold_cap_and_non_finite():
+    from jaxclear import metrics
+    n = 25
+    frac = np.full(n, 0.2)
+    frac[[4, 7]] = [metrics.PENETRATION_WARN_FRACTION, np.nextafter(metrics.PENETRATION_WARN_FRACTION, 1.0)]
+    table = {"clearance_m": np.linspace(1e-5, 1e-4, n), "steady_window_fraction": np.ones(n),
+             "max_penetration_fraction": frac, "finite": np.arange(n) != 9}
+    ws = {w["code"]: w for w in metrics.table_warnings(table, ["clearance_m"])}
+    assert list(ws) == ["non_finite", "steady_window_is_whole_run", "deep_penetration"]
+    assert ws["deep_penetration"]["variants"] == [7]  # exactly 0.5·c is not above it
+    assert ws["non_finite"]["variants"] == [9] and "9 (clearance_m = " in ws["non_finite"]["message"]
+    st = ws["steady_window_is_whole_run"]
+    assert st["count"] == n and st["variants"] == list(range(n))
+    listed = st["message"].split(": ", 1)[1]
+    assert listed.count("(clearance_m = ") == metrics.WARN_LISTED and f"… and {n - metrics.WARN_LISTED} more" in listed
+    table["steady_window_fraction"] = np.full(n, 0.5)
+    table["max_penetration_fraction"] = np.full(n, 0.1)
+    table["finite"] = np.ones(n, bool)
+    assert metrics.table_warnings(table, ["clearance_m"]) == []
+    assert metrics.table_warnings({"impacts": np.zeros(3)}) == []  # a mechanism without the columns

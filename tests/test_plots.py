@@ -80,3 +80,34 @@ def test_maps_one_panel_per_value_of_the_third_axis():
         np.testing.assert_allclose(mesh, want)
     assert panels[0].get_xlabel() == "" or panels[-1].get_xlabel() == "clearance [m]"
     plots.plt.close(fig)
+
+
+def _longest_blank_band(png):
+    """Longest run of entirely white pixel rows between the first and the last row with ink."""
+    import matplotlib.image as mpimg
+    img = mpimg.imread(png)
+    blank = (img[..., :3] > 0.99).all(axis=(1, 2))
+    ink = np.nonzero(~blank)[0]
+    run = best = 0
+    for b in blank[ink[0]:ink[-1] + 1]:
+        run = run + 1 if b else 0
+        best = max(best, run)
+    return best
+
+
+def test_orbit_legend_sits_under_the_axes_without_a_blank_band(worn):
+    out, table, summary, hists = worn
+    # the saved figure: no band of blank rows between the plot, the legend and the sampling note
+    # (the old fixed layout left ~60 px under the legend)
+    assert _longest_blank_band(out / "plots" / "journal_orbits.png") < 15
+    # and off the data: the legend is under the x label, the note under the legend
+    fig = plots.orbit_figure(hists, [0, 3], table, axes=summary["axes"], title="t", note="sampling note")
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    leg = ax.get_legend().get_window_extent(r)
+    note = next(c for c in ax.texts if c.get_text() == "sampling note").get_window_extent(r)
+    xlab = ax.xaxis.get_tightbbox(r)
+    assert leg.y1 < xlab.y0 and xlab.y0 - leg.y1 < 10          # pixels (display units)
+    assert note.y1 < leg.y0 and leg.y0 - note.y1 < 15
+    plots.plt.close(fig)

@@ -472,3 +472,40 @@ def test_job_page_follows_a_running_job_cancels_it_and_docs_work_offline(server,
     assert s["status"] == "cancelled" and 0 < s["variants_done"] < s["variants_total"]
     log = (Path(server.data) / "jobs" / job.id / "job.log").read_text()
     assert "compiling" in log and "running compile_s=" in log
+
+
+def test_job_reports_questionable_results_as_warnings(server, client):
+    # 2 ms at 5000 rpm: the steady window (the last revolution, 12 ms) is the whole run, and
+    # c = 0.02 mm goes deeper than 0.5·c at its first impact; c = 0.1 mm does not
+    questionable = """
+[sweep]
+name = "questionable"
+[integrator]
+dt_s = 2e-6
+t_end_s = 2e-3
+save_every = 100
+chunk_size = 2
+[outputs]
+plots = false
+[axes]
+"joint.clearance_m" = { values = [1e-4, 2e-5] }
+"""
+    job = client.submit(questionable)
+    # the same run with a steady window of 0.1 revolution (1.2 ms of the 2 ms) and c = 0.1 mm only
+    fine = client.submit(questionable.replace("chunk_size = 2", "chunk_size = 2\nsteady_revolutions = 0.1")
+                         .replace("[1e-4, 2e-5]", "[1e-4, 1.5e-4]").replace('"questionable"', '"fine"'))
+    s = job.wait(timeout=180)
+    codes = {w["code"]: w for w in job.summary()["warnings"]}
+    assert set(codes) == {"steady_window_is_whole_run", "deep_penetration"}
+    assert codes["steady_window_is_whole_run"]["variants"] == [0, 1] and codes["deep_penetration"]["variants"] == [1]
+    # the job's warnings (API and page) carry them, code first, naming the variants
+    steady = [w for w in s["warnings"] if w.startswith("steady_window_is_whole_run: ")]
+    deep = [w for w in s["warnings"] if w.startswith("deep_penetration: ")]
+    assert len(steady) == 1 and "in 2 of 2 variants: 0 (clearance_m = 0.0001); 1 (clearance_m = 2e-05)" in steady[0]
+    assert len(deep) == 1 and "in 1 of 2 variants: 1 (clearance_m = 2e-05, δ/c = " in deep[0]
+    status, page = _raw(server, "GET", f"/jobs/{job.id}")
+    assert status == 200 and b"<ul id='warnings'>" in page and b"deep_penetration: penetration" in page
+    log = (server.data / "jobs" / job.id / "job.log").read_text()
+    assert "warning: steady window = the whole run in 2 of 2 variants" in log
+    f = fine.wait(timeout=180)
+    assert f["status"] == "done" and f["warnings"] == [] and fine.summary()["warnings"] == []

@@ -275,7 +275,8 @@ class CrankLinkage:
             return metrics.update(acc, per(jfs, lambda j: safe_norm(j.force)), self.acc_of(a),
                                   per(jfs, lambda j: jnp.any(j.active)), per(jfs, lambda j: j.new_impacts),
                                   per(jfs, lambda j: j.n_regions), t >= p.steady_start,
-                                  cfg.min_continuous_steps, window_overflow=ovf)
+                                  cfg.min_continuous_steps, window_overflow=ovf,
+                                  penetration=per(jfs, lambda j: jnp.max(j.depth)))
 
         def save(out):
             a, jfs, q, v, t = out
@@ -358,7 +359,8 @@ class CrankLinkage:
         out[f"smooth_peak_{ak}{au}"] = sm_a
         out["smooth_daf_contact_force"] = metrics.amplification(sm_f, full["reaction"])
         out[f"smooth_daf_{ak}"] = metrics.amplification(sm_a, full[ak])
-        metrics.motion_columns(out, acc, self.joints[cfg.clearance_joint], full)
+        metrics.motion_columns(out, acc, self.joints[cfg.clearance_joint], full,
+                               clearance=np.asarray(p.joint.clearance)[:n_real])
         if cfg.joint.window:
             out["window_overflow_steps"] = acc.window_overflow_steps.sum(axis=1)
         finite = lambda tree: np.all([np.isfinite(np.asarray(x)[:n_real]).reshape(n_real, -1).all(axis=1)
