@@ -50,9 +50,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import metrics, spec as specmod, study as study_, sweep
+from .mechanisms import _clearance
 
 MODES = ("auto", "forward", "reverse")
-POINTS_KEY = "profile.points"  # radial displacements of a measured bushing's points (clearance mechanisms)
+POINTS_KEY = _clearance.POINTS_KEY  # radial displacements of a measured bushing's points (clearance mechanisms)
 
 
 def __getattr__(name):
