@@ -41,11 +41,37 @@ from pathlib import Path
 
 import numpy as np
 
-try:
-    import zarr
-    import zarr.errors
-except ImportError:  # jaxclear computes without zarr (e.g. a GPU box with jax alone); the store needs it
-    zarr = None
+
+
+class _LazyZarr:
+    """zarr, imported on first use: a spec error (which never touches the store) is reported
+    without paying for zarr's import; None-like when zarr is missing (a GPU box with jax alone
+    computes without it, the store needs it)."""
+
+    _mod = False
+
+    def _load(self):
+        if _LazyZarr._mod is False:
+            try:
+                import zarr as z
+                import zarr.errors  # noqa: F401
+                _LazyZarr._mod = z
+            except ImportError:
+                _LazyZarr._mod = None
+        return _LazyZarr._mod
+
+    def __getattr__(self, name):
+        mod = self._load()
+        if mod is None:
+            raise ImportError("the result store needs zarr: pip install 'zarr>=3'")
+        return getattr(mod, name)
+
+    @property
+    def missing(self):
+        return self._load() is None
+
+
+zarr = _LazyZarr()
 
 FORMAT = 1
 NAME = "store.zarr"
@@ -93,7 +119,7 @@ def create(out, *, spec_json, spec_hash, version, name, n_variants, chunk_size, 
 
 
 def _need_zarr():
-    if zarr is None:
+    if zarr.missing:
         raise ImportError("the result store (--out DIR) needs zarr >= 3: pip install 'zarr>=3' "
                           "(a sweep without an output directory runs without it)")
 

@@ -169,3 +169,20 @@ def test_table_warnings_threshold_cap_and_non_finite():
     table["finite"] = np.ones(n, bool)
     assert metrics.table_warnings(table, ["clearance_m"]) == []
     assert metrics.table_warnings({"impacts": np.zeros(3)}) == []  # a mechanism without the columns
+
+
+def test_a_spec_error_is_reported_before_the_heavy_imports(tmp_path):
+    # The time to the first error message is the import of jax (~1 s); the store (zarr), the
+    # plots (matplotlib), the service and the cluster engine load only when a run needs them.
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[joint]\nclearance_m = -1\n")
+    code = ("import sys\nfrom jaxclear import cli\n"
+            f"try:\n    rc = cli.main(['run', {str(bad)!r}, '--out', {str(tmp_path / 'out')!r}])\n"
+            "except SystemExit as e:\n    rc = e.code\n"
+            "print('exit', rc)\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'zarr', 'matplotlib', 'dask', 'xarray'}),"
+            " sorted(m for m in sys.modules if m in ('jaxclear.service', 'jaxclear.plots', 'jaxclear.cluster')))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "joint.clearance_m = -1" in r.stderr, r.stderr
+    assert r.stdout.splitlines()[-2:] == ["exit 2", "[] []"], r.stdout
+    assert not (tmp_path / "out").exists()
