@@ -38,6 +38,7 @@ stable for ω_c·dt < 2 (leapfrog, symplectic Euler) and ω_c·dt < 2.785 (RK4);
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Callable, NamedTuple
 
@@ -59,6 +60,20 @@ class State(NamedTuple):
     v: jnp.ndarray
     a: jnp.ndarray
     aux: object
+
+
+def state_type(name, fields, optional=(), doc=""):
+    """A frozen dataclass pytree of named coordinates (MuJoCo MJX's ``types.py`` style): one class
+    serves the positions q, the velocities v and the accelerations a of a mechanism (an angle
+    is a (cos, sin) pair in q and a rate in v and a, ``integrate.drift``); the ``optional``
+    fields default to None (absent in a configuration that has no such body: an empty subtree)."""
+    fields = list(fields) + list(optional)
+    spec = [f for f in fields if f not in optional] + [(f, object, dataclasses.field(default=None)) for f in optional]
+    cls = dataclasses.make_dataclass(name, spec, frozen=True)
+    cls.__doc__ = doc or f"{name}: " + ", ".join(fields)
+    cls._fields = tuple(fields)
+    cls._replace = lambda self, **kw: dataclasses.replace(self, **kw)
+    return jax.tree_util.register_dataclass(cls, data_fields=fields, meta_fields=[])
 
 
 def stability_bound(scheme: str, stiffness_lin, mass):

@@ -90,19 +90,9 @@ def params_type(name, table, extra=(), doc=""):
 
 
 def state_type(name, fields, optional=(), doc=""):
-    """A frozen dataclass pytree of named coordinates (MuJoCo MJX's ``types.py`` style): one class
-    serves the positions q, the velocities v and the accelerations a of a mechanism (an angle
-    is a (cos, sin) pair in q and a rate in v and a, ``integrate.drift``); the ``optional``
-    fields default to None (absent in a configuration that has no such body: an empty subtree)."""
-    import jax
-
-    fields = list(fields) + list(optional)
-    spec = [f for f in fields if f not in optional] + [(f, object, dataclasses.field(default=None)) for f in optional]
-    cls = dataclasses.make_dataclass(name, spec, frozen=True)
-    cls.__doc__ = doc or f"{name}: " + ", ".join(fields)
-    cls._fields = tuple(fields)
-    cls._replace = lambda self, **kw: dataclasses.replace(self, **kw)
-    return jax.tree_util.register_dataclass(cls, data_fields=fields, meta_fields=[])
+    """``integrate.state_type``: named coordinates (kept here for the mechanisms)."""
+    from .. import integrate
+    return integrate.state_type(name, fields, optional, doc)
 
 
 def declared(table, flat, dtype):

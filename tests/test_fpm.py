@@ -1,0 +1,156 @@
+"""The finite particle method engine (jaxclear.fpm): beam statics and dynamics against
+Euler–Bernoulli, objectivity, energy conservation, the lumping of a link's mass and inertia."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxclear import fpm, integrate
+
+# A steel strip 1 m × 20 mm × 10 mm (bending about the 10 mm side): EI = 333.3 N·m², m = 1.57 kg.
+L, E, RHO, B, H = 1.0, 2.0e11, 7850.0, 0.02, 0.01
+A, IZ = B * H, B * H ** 3 / 12
+
+
+def _beam(n, clamped=True, forces=None, damping=0.0, gravity=0.0):
+    """A straight beam along +x of n elements, node k = rotation k; clamped at node 0."""
+    topo = fpm.Topology(n_nodes=n + 1, n_rotations=n + 1,
+                        elements=tuple((k, k + 1, k, k + 1) for k in range(n)),
+                        ground=(0,) if clamped else (), fixed_rotations=(0,) if clamped else ())
+    m, rot = fpm.link_lumping(RHO * A * L, RHO * IZ * L, L, n, exact=False)  # section rotary inertia
+    f = jnp.asarray
+    p = fpm.Params(EA=f(np.full(n, E * A)), EI=f(np.full(n, E * IZ)), l0=f(np.full(n, L / n)),
+                   offsets=f(np.tile([1.0, 0.0], (n, 2, 1))), mass=m, x0=f(np.stack([np.linspace(0, L, n + 1),
+                                                                                     np.zeros(n + 1)], -1)),
+                   inertia=rot, guides=f(np.zeros((0, 2))), damping=f(damping), gravity=f(gravity),
+                   crank_speed=f(0.0), ramp_time=f(0.0), joint=None,
+                   forces=f(np.zeros((n + 1, 2)) if forces is None else forces), torques=f(np.zeros(n + 1)))
+    return topo, p
+
+
+def _run(topo, p, dt, n_steps, save_every=None, state0=None):
+    """Final state and (optionally) the tip's y every ``save_every`` steps."""
+    step = fpm.make_step(topo, dt)
+    q0, v0, aux0 = fpm.initial_state(topo, p) if state0 is None else state0
+    a0, _, _ = fpm._accel_out(topo, p, q0, v0, aux0, 0.0)
+    s0 = integrate.State(q0, v0, a0, aux0)
+    k = save_every or n_steps
+    save = (lambda out: out[2].nodes[-1, 1]) if save_every else None
+    s, _, hist = jax.jit(lambda p: integrate.simulate(step, p, s0, jnp.zeros(()), lambda a, o, i: a,
+                                                      n_steps // k, k, save=save))(p)
+    return s, hist
+
+
+def _dt(topo, p):
+    """Half the critical step; each element owns half of an interior particle, all of an end one."""
+    n = len(topo.elements)
+    share = lambda x: np.stack([np.asarray(x)[:-1] / np.where(np.arange(n) == 0, 1, 2),
+                                np.asarray(x)[1:] / np.where(np.arange(n) == n - 1, 1, 2)], -1)
+    return 0.5 * fpm.critical_step(topo, p, share(p.mass), share(p.inertia))
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_cantilever_tip_load_gives_PL3_over_3EI(n):
+    # Dynamic relaxation (damping near critical for the first mode) to the static deflection;
+    # the Euler–Bernoulli element is exact for a tip load at any n.
+    P = 1.0
+    forces = np.zeros((n + 1, 2))
+    forces[-1, 1] = -P
+    topo, p = _beam(n, forces=forces, damping=80.0)
+    s, _ = _run(topo, p, _dt(topo, p), int(1.0 / _dt(topo, p)))
+    exact = P * L ** 3 / (3 * E * IZ)
+    assert abs(-float(s.q.nodes[-1, 1]) / exact - 1.0) < 1e-4
+    # the end slope PL²/(2EI) is the tip particle's rotation
+    theta = np.arctan2(float(s.q.rotations[-1, 1]), float(s.q.rotations[-1, 0]))
+    assert abs(-theta / (P * L ** 2 / (2 * E * IZ)) - 1.0) < 1e-4
+
+
+def test_cantilever_under_its_weight_converges_to_wL4_over_8EI():
+    # Lumped gravity loads: the error of the tip deflection falls as elements are added.
+    exact = RHO * A * 9.81 * L ** 4 / (8 * E * IZ)
+    errs = []
+    for n in (2, 4, 8):
+        topo, p = _beam(n, damping=80.0, gravity=9.81)
+        s, _ = _run(topo, p, _dt(topo, p), int(1.0 / _dt(topo, p)))
+        errs.append(abs(-float(s.q.nodes[-1, 1]) / exact - 1.0))
+    assert errs[0] > errs[1] > errs[2] and errs[2] < 0.01, errs
+    slope = np.polyfit(np.log([2, 4, 8]), np.log(errs), 1)[0]
+    assert -2.4 < slope < -1.6, (errs, slope)  # second order in the element length
+
+
+def test_first_bending_frequency_converges_to_euler_bernoulli():
+    w_exact = 1.8751040687 ** 2 * np.sqrt(E * IZ / (RHO * A * L ** 4))  # 51.2 rad/s
+    errs = []
+    for n in (4, 8, 16):
+        forces = np.zeros((n + 1, 2))
+        forces[-1, 1] = -1.0
+        topo, p = _beam(n, forces=forces, damping=80.0)
+        dt = _dt(topo, p)
+        s, _ = _run(topo, p, dt, int(1.0 / dt))  # the static shape under a tip load, released:
+        p0 = p._replace(forces=jnp.zeros_like(p.forces), damping=jnp.asarray(0.0))
+        q0 = s.q
+        v0 = fpm.Coordinates(nodes=jnp.zeros_like(q0.nodes), rotations=jnp.zeros(n + 1))
+        k = 10
+        _, y = _run(topo, p0, dt, k * int(0.5 / (dt * k)), save_every=k, state0=(q0, v0, jnp.zeros((1, 1))))
+        y = np.asarray(y)
+        t = (np.arange(len(y)) + 1) * k * dt
+        up = np.nonzero((y[:-1] < 0) & (y[1:] >= 0))[0]  # upward zero crossings, interpolated
+        tc = t[up] + (0 - y[up]) / (y[up + 1] - y[up]) * (t[up + 1] - t[up])
+        w = 2 * np.pi / np.mean(np.diff(tc))
+        errs.append(abs(w / w_exact - 1.0))
+    assert errs[0] > errs[1] > errs[2] and errs[2] < 0.005, errs
+
+
+def test_rigid_motion_of_a_bent_beam_changes_no_internal_force():
+    n = 4
+    forces = np.zeros((n + 1, 2))
+    forces[-1, 1] = -50.0
+    topo, p = _beam(n, forces=forces, damping=80.0)
+    s, _ = _run(topo, p, _dt(topo, p), 20000)
+    q = s.q
+    N, Ma, Mb, F, T = fpm.element_forces(topo, p, q)
+    assert float(jnp.max(jnp.abs(Ma))) > 1.0  # bent
+    beta = 1.3
+    R = jnp.array([[np.cos(beta), -np.sin(beta)], [np.sin(beta), np.cos(beta)]])
+    moved = fpm.Coordinates(nodes=q.nodes @ R.T + jnp.array([3.0, -7.0]),
+                            rotations=fpm._rotate(q.rotations, jnp.array([np.cos(beta), np.sin(beta)])))
+    N2, Ma2, Mb2, F2, T2 = fpm.element_forces(topo, p, moved)
+    # to round-off: a length of ~1 m carries 1e-16 m, times EA/l₀ = 1.6e8 N/m in the axial force
+    round_off = 10 * np.finfo(float).eps * float(p.EA[0] / p.l0[0]) * L
+    for a, b in ((N, N2), (Ma, Ma2), (Mb, Mb2), (T, T2), (F @ R.T, F2)):
+        np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-9, atol=round_off)
+    # and an unbent beam moved rigidly carries none
+    rest = fpm.Coordinates(nodes=p.x0 @ R.T, rotations=jnp.tile(jnp.array([np.cos(beta), np.sin(beta)]), (n + 1, 1)))
+    assert float(jnp.max(jnp.abs(fpm.element_forces(topo, p, rest)[3]))) < 1e-6
+
+
+def test_free_undamped_beam_conserves_energy():
+    # A free beam thrown spinning and bent: kinetic + strain energy constant (leapfrog: bounded
+    # error, O(dt²)).
+    n = 6
+    topo, p = _beam(n, clamped=False)
+    x = np.linspace(0, L, n + 1)
+    v0 = fpm.Coordinates(nodes=jnp.asarray(np.stack([np.full(n + 1, 0.3), 4.0 * (x - 0.5) + 0.5 * np.sin(3 * x)], -1)),
+                         rotations=jnp.asarray(4.0 + 0.5 * np.cos(3 * x)))
+    q0, _, aux = fpm.initial_state(topo, p)
+    e0 = float(fpm.kinetic_energy(p, v0) + fpm.strain_energy(topo, p, q0))
+    dt = _dt(topo, p)
+    s, _ = _run(topo, p, dt, 40000, state0=(q0, v0, aux))
+    e1 = float(fpm.kinetic_energy(p, s.v) + fpm.strain_energy(topo, p, s.q))
+    assert float(fpm.strain_energy(topo, p, s.q)) > 1e-4 * e0  # it does vibrate
+    assert abs(e1 / e0 - 1.0) < 1e-3
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_exact_lumping_keeps_the_links_mass_and_inertia(n):
+    m, Lk = 0.21, 0.12
+    for inertia in (m * Lk ** 2 / 12, 2.5e-4, m * Lk ** 2 / 5):
+        masses, rot = fpm.link_lumping(m, inertia, Lk, n)
+        assert np.all(np.asarray(masses) > 0) and np.all(np.asarray(rot) > 0)
+        tm, ti = fpm.rigid_inertia(masses, rot, Lk)
+        np.testing.assert_allclose([float(tm), float(ti)], [m, inertia], rtol=1e-12)
+    # the paper's lumping adds the point masses' own inertia, m L²/12 (1 + 2/n²), to the given I
+    masses, rot = fpm.link_lumping(m, m * Lk ** 2 / 12, Lk, n, exact=False)
+    ti = float(fpm.rigid_inertia(masses, rot, Lk)[1])
+    np.testing.assert_allclose(ti, m * Lk ** 2 / 12 * (2 + 2 / n ** 2), rtol=1e-12)
