@@ -285,3 +285,222 @@ def critical_step(topo: Topology, p: Params, own_mass, own_inertia):
     s = 1.0 / np.sqrt(diag)
     lam = np.linalg.eigvalsh(K * s[..., :, None] * s[..., None, :])[..., -1]
     return 2.0 / np.sqrt(np.max(lam, axis=-1))
+
+
+# ----------------------------------------------------------------------------- assembly
+
+@dataclass(frozen=True)
+class Layout:
+    """Where every particle of a described linkage lives (static, from ``assemble``).
+
+    topology: the Topology; link_particles: {link: ((node, rotation), ...) along the link};
+    bodies: {body: (node, rotation)}; elements: {link: element indices}; own: (E, 2) indices of
+    each element's end particles in the particle list (for the critical step's shares);
+    clearance: joint names in Topology.clearance order."""
+
+    topology: Topology
+    link_particles: tuple
+    bodies: tuple
+    elements: tuple
+    clearance: tuple
+    guides: tuple
+
+    def particles(self, link):
+        return dict(self.link_particles)[link]
+
+    def body(self, name):
+        return dict(self.bodies)[name]
+
+
+class LinkageError(ValueError):
+    """A described linkage that cannot be assembled (names the entry and the problem)."""
+
+
+def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointConfig()) -> Layout:
+    """The static layout of a linkage described by names (plain Python, no JAX):
+
+    links: {name: (point_a, point_b, n_elements)}; bodies: {name: point} (a lumped particle,
+    e.g. a slider block); joints_: {name: (kind, point, members, extra)} with kind "ground"
+    (members pinned to the ground at the point), "revolute" (members share the point's node),
+    "clearance" (members = (journal, bearing): separate nodes, the contact force between them),
+    "slider" (one member whose node moves along a guide; extra = "free" or "fixed" rotation);
+    drivers_: {name: (link, point)} the link's particle at the point follows the crank driver.
+    Members are link or body names; a link end is named by its point."""
+    owners = {}
+    for name, (pa, pb, n) in links.items():
+        if pa == pb:
+            raise LinkageError(f"links.{name}: its two points are the same ({pa!r}): a link joins two points")
+        if not isinstance(n, int) or n < 1:
+            raise LinkageError(f"links.{name}.elements = {n!r}: at least 1")
+    particles, rot_of, node_of = [], {}, {}
+
+    def new_particle(key):
+        rot_of[key] = len(particles)
+        particles.append(key)
+
+    for name, (pa, pb, n) in links.items():
+        for k in range(n + 1):
+            new_particle((name, k))
+    for name in bodies:
+        new_particle((name, 0))
+
+    def end(member, point):
+        """The particle of link/body ``member`` at ``point``."""
+        if member in bodies:
+            if bodies[member] != point:
+                raise LinkageError(f"body {member!r} sits at point {bodies[member]!r}, not {point!r}")
+            return (member, 0)
+        if member not in links:
+            raise LinkageError(f"{member!r} is neither a link ({', '.join(links) or 'none'}) nor a body "
+                               f"({', '.join(bodies) or 'none'})")
+        pa, pb, n = links[member]
+        if point not in (pa, pb):
+            raise LinkageError(f"link {member!r} joins {pa!r} and {pb!r}, not {point!r}")
+        return (member, 0 if point == pa else n)
+
+    # nodes: one per particle, then merged at revolute / ground / slider joints
+    parent = {key: key for key in particles}
+
+    def find(k):
+        while parent[k] != k:
+            parent[k] = parent[parent[k]]
+            k = parent[k]
+        return k
+
+    ground, sliders, fixed_rot, clearance, guides, clear_names = [], [], [], [], [], []
+    joined = set()
+    for name, (kind, point, members, extra) in joints_.items():
+        ends = [end(m, point) for m in members]
+        joined.update(members)
+        if kind in ("ground", "revolute"):
+            if kind == "revolute" and len(ends) < 2:
+                raise LinkageError(f"joints.{name}: a revolute joint joins at least two members, got {list(members)}")
+            for e in ends[1:]:
+                parent[find(e)] = find(ends[0])
+            if kind == "ground":
+                ground.append(ends[0])
+        elif kind == "clearance":
+            if len(ends) != 2:
+                raise LinkageError(f"joints.{name}: a clearance joint has a journal and a bearing, got {list(members)}")
+            clearance.append(tuple(ends))
+            clear_names.append(name)
+        elif kind == "slider":
+            if len(ends) != 1:
+                raise LinkageError(f"joints.{name}: a slider guides one member, got {list(members)}")
+            sliders.append((ends[0], len(guides)))
+            guides.append(name)
+            if extra == "fixed":
+                fixed_rot.append(ends[0])
+        else:
+            raise LinkageError(f"joints.{name}.type = {kind!r}; allowed: ground, revolute, clearance, slider")
+    loose = [m for m in list(links) + list(bodies) if m not in joined]
+    if loose:
+        raise LinkageError(f"{loose[0]!r} is connected to nothing: add a joint at one of its points")
+    roots = sorted({find(k) for k in particles}, key=particles.index)
+    node_index = {r: i for i, r in enumerate(roots)}
+    for k in particles:
+        node_of[k] = node_index[find(k)]
+    ground_nodes = sorted({node_of[k] for k in ground})
+    for (nj_, nb_) in clearance:
+        if node_of[nj_] == node_of[nb_]:
+            raise LinkageError("a clearance joint's journal and bearing are also joined by an ideal joint")
+    driven = []
+    for name, (link, point) in dict(drivers_).items():
+        k = end(link, point)
+        if node_of[k] not in ground_nodes:
+            raise LinkageError(f"drivers.{name}: the driven link {link!r} must be pinned to the ground at {point!r}")
+        driven.append(rot_of[k])
+    if not driven:
+        raise LinkageError("no driver: add a crank driver (a link pinned to the ground at a point)")
+    if len(set(driven)) != len(driven):
+        raise LinkageError("two drivers drive the same particle")
+    elements, per_link = [], []
+    for name, (pa, pb, n) in links.items():
+        idx = []
+        for k in range(n):
+            a, b = (name, k), (name, k + 1)
+            idx.append(len(elements))
+            elements.append((node_of[a], node_of[b], rot_of[a], rot_of[b]))
+        per_link.append((name, tuple(idx)))
+    topo = Topology(n_nodes=len(roots), n_rotations=len(particles), elements=tuple(elements),
+                    ground=tuple(ground_nodes), sliders=tuple((node_of[k], g) for k, g in sliders),
+                    fixed_rotations=tuple(sorted({rot_of[k] for k in fixed_rot})), driven=tuple(driven),
+                    clearance=tuple((node_of[j], rot_of[j], node_of[b], rot_of[b]) for j, b in clearance),
+                    joint=joint_config)
+    return Layout(topology=topo,
+                  link_particles=tuple((nm, tuple((node_of[(nm, k)], rot_of[(nm, k)]) for k in range(n + 1)))
+                                       for nm, (_, _, n) in links.items()),
+                  bodies=tuple((nm, (node_of[(nm, 0)], rot_of[(nm, 0)])) for nm in bodies),
+                  elements=tuple(per_link), clearance=tuple(clear_names), guides=tuple(guides))
+
+
+def linkage_params(layout: Layout, points, links, bodies=None, guides=None, joint=None, damping=0.0,
+                   gravity=9.81, crank_speed=0.0, ramp_time=0.0, exact_lumping=True):
+    """Params of an assembled linkage (traceable in every float):
+
+    points: {name: (x, y)} [m]; links: {name: dict(youngs_modulus [Pa], density [kg/m³],
+    mass [kg], inertia [kg·m²] about the link's centre, points (a, b))} — the section from the
+    paper's sizing, A = m/(ρl), I_z = I/(ρl); bodies: {name: (point, mass, inertia)}; guides: {slider joint: (dx, dy)};
+    joint: JointParams stacked over the clearance joints (``layout.clearance`` order)."""
+    topo = layout.topology
+    f = lambda x: jnp.asarray(x, dtype=jnp.result_type(float))
+    n_nodes, n_rot = topo.n_nodes, topo.n_rotations
+    x0 = jnp.zeros((n_nodes, 2), jnp.result_type(float))
+    mass = jnp.zeros(n_nodes, x0.dtype)
+    inertia = jnp.zeros(n_rot, x0.dtype)
+    EA, EI, l0, offsets = [], [], [], []
+    for name, parts in layout.link_particles:
+        lk = links[name]
+        pa, pb = (jnp.stack([f(c) for c in points[k]]) for k in lk["points"])
+        n = len(parts) - 1
+        d = pb - pa
+        length = safe_norm(d)
+        frac = jnp.arange(n + 1) / n
+        xs = pa[None, :] + frac[:, None] * d[None, :]
+        nodes = np.asarray([nd for nd, _ in parts])
+        rots = np.asarray([r for _, r in parts])
+        x0 = x0.at[nodes].set(xs)  # shared nodes get the same coordinates from every link
+        m, J = link_lumping(f(lk["mass"]), f(lk["inertia"]), length, n, exact=exact_lumping)
+        mass = mass.at[nodes].add(m)
+        inertia = inertia.at[rots].add(J)
+        area, iz = f(lk["mass"]) / (f(lk["density"]) * length), f(lk["inertia"]) / (f(lk["density"]) * length)
+        EA.append(jnp.full(n, f(lk["youngs_modulus"]) * area))
+        EI.append(jnp.full(n, f(lk["youngs_modulus"]) * iz))
+        l0.append(jnp.full(n, length / n))
+        e0 = d / length
+        offsets.append(jnp.broadcast_to(jnp.stack([e0, e0]), (n, 2, 2)))
+    for name, (node, rot) in layout.bodies:
+        point, m, J = (bodies or {})[name]
+        x0 = x0.at[node].set(jnp.stack([f(c) for c in points[point]]))
+        mass = mass.at[node].add(f(m))
+        inertia = inertia.at[rot].add(f(J))
+    g = jnp.stack([jnp.stack([f(c) for c in guides[nm]]) for nm in layout.guides]) if layout.guides else jnp.zeros((0, 2))
+    g = g / safe_norm(g)[:, None] if layout.guides else g
+    return Params(EA=jnp.concatenate(EA), EI=jnp.concatenate(EI), l0=jnp.concatenate(l0),
+                  offsets=jnp.concatenate(offsets), mass=mass, x0=x0, inertia=inertia, guides=g,
+                  damping=f(damping), gravity=f(gravity), crank_speed=f(crank_speed), ramp_time=f(ramp_time),
+                  joint=joint, forces=jnp.zeros_like(x0), torques=jnp.zeros(n_rot, x0.dtype))
+
+
+def element_shares(layout: Layout, p: Params):
+    """(E, 2) masses and (E, 2) rotational inertias each element owns of its end particles (a
+    link's interior particle is shared by its two elements, an end particle belongs to one; the
+    masses of other links and bodies at a shared node are left out: a safe bound)."""
+    topo = layout.topology
+    m = np.zeros(np.shape(p.mass)[:-1] + (len(topo.elements), 2))
+    J = np.zeros_like(m)
+    # a link's particle masses are recomputed from the node masses only where a node holds one
+    # particle; shared nodes keep the element's own half (their other masses only slow it down)
+    count = np.bincount(np.asarray([nd for _, parts in layout.link_particles for nd, _ in parts]
+                                   + [nd for _, (nd, _) in layout.bodies]), minlength=topo.n_nodes)
+    pm, pj = np.asarray(p.mass), np.asarray(p.inertia)
+    for name, idx in layout.elements:
+        parts = layout.particles(name)
+        n = len(idx)
+        for k, e in enumerate(idx):
+            for side, kk in ((0, k), (1, k + 1)):
+                nd, rr = parts[kk]
+                share = 1.0 if kk in (0, n) else 0.5
+                m[..., e, side] = pm[..., nd] * share / count[nd]
+                J[..., e, side] = pj[..., rr] * share
+    return m, J
