@@ -126,6 +126,7 @@ class Params(NamedTuple):
     joint: object
     forces: jnp.ndarray
     torques: jnp.ndarray
+    particle_mass: jnp.ndarray = None
 
 
 def _rotate(pair, cs):
@@ -144,6 +145,15 @@ def element_deformation(topo: Topology, p: Params, q):
     tb = _rotate(q.rotations[topo.index(3)], p.offsets[:, 1])
     phi = lambda t: jnp.arctan2(cross2(e, t), jnp.sum(e * t, axis=-1))
     return e, l, l - p.l0, phi(ta), phi(tb)
+
+
+def element_end_forces(topo: Topology, p: Params, q):
+    """(E, 2) force of every element on its end a [N] (on its end b: the opposite)."""
+    e, l, dl, pa, pb = element_deformation(topo, p, q)
+    N = p.EA / p.l0 * dl
+    k = p.EI / p.l0
+    V = (k * 6.0 * (pa + pb)) / l
+    return N[:, None] * e - V[:, None] * perp(e)
 
 
 def element_forces(topo: Topology, p: Params, q):
@@ -326,7 +336,6 @@ def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointCo
     "slider" (one member whose node moves along a guide; extra = "free" or "fixed" rotation);
     drivers_: {name: (link, point)} the link's particle at the point follows the crank driver.
     Members are link or body names; a link end is named by its point."""
-    owners = {}
     for name, (pa, pb, n) in links.items():
         if pa == pb:
             raise LinkageError(f"links.{name}: its two points are the same ({pa!r}): a link joins two points")
@@ -448,6 +457,7 @@ def linkage_params(layout: Layout, points, links, bodies=None, guides=None, join
     x0 = jnp.zeros((n_nodes, 2), jnp.result_type(float))
     mass = jnp.zeros(n_nodes, x0.dtype)
     inertia = jnp.zeros(n_rot, x0.dtype)
+    pmass = jnp.zeros(n_rot, x0.dtype)
     EA, EI, l0, offsets = [], [], [], []
     for name, parts in layout.link_particles:
         lk = links[name]
@@ -462,6 +472,7 @@ def linkage_params(layout: Layout, points, links, bodies=None, guides=None, join
         x0 = x0.at[nodes].set(xs)  # shared nodes get the same coordinates from every link
         m, J = link_lumping(f(lk["mass"]), f(lk["inertia"]), length, n, exact=exact_lumping)
         mass = mass.at[nodes].add(m)
+        pmass = pmass.at[rots].set(m)
         inertia = inertia.at[rots].add(J)
         area, iz = f(lk["mass"]) / (f(lk["density"]) * length), f(lk["inertia"]) / (f(lk["density"]) * length)
         EA.append(jnp.full(n, f(lk["youngs_modulus"]) * area))
@@ -473,13 +484,14 @@ def linkage_params(layout: Layout, points, links, bodies=None, guides=None, join
         point, m, J = (bodies or {})[name]
         x0 = x0.at[node].set(jnp.stack([f(c) for c in points[point]]))
         mass = mass.at[node].add(f(m))
+        pmass = pmass.at[rot].set(f(m))
         inertia = inertia.at[rot].add(f(J))
     g = jnp.stack([jnp.stack([f(c) for c in guides[nm]]) for nm in layout.guides]) if layout.guides else jnp.zeros((0, 2))
     g = g / safe_norm(g)[:, None] if layout.guides else g
     return Params(EA=jnp.concatenate(EA), EI=jnp.concatenate(EI), l0=jnp.concatenate(l0),
                   offsets=jnp.concatenate(offsets), mass=mass, x0=x0, inertia=inertia, guides=g,
                   damping=f(damping), gravity=f(gravity), crank_speed=f(crank_speed), ramp_time=f(ramp_time),
-                  joint=joint, forces=jnp.zeros_like(x0), torques=jnp.zeros(n_rot, x0.dtype))
+                  joint=joint, forces=jnp.zeros_like(x0), torques=jnp.zeros(n_rot, x0.dtype), particle_mass=pmass)
 
 
 def element_shares(layout: Layout, p: Params):

@@ -172,6 +172,7 @@ REGISTRY = {
     "four_bar": "jaxclear.mechanisms.four_bar",
     "impact_oscillator": "jaxclear.mechanisms.impact_oscillator",
     "plate_compactor": "jaxclear.mechanisms.plate_compactor",
+    "linkage": "jaxclear.mechanisms.linkage",
 }
 _listeners = []
 

@@ -112,8 +112,14 @@ class Schema:
 
     def __post_init__(self):
         self.params = {f"{t.path}.{p.key}": p for t in self.decl.values() for p in t.params}
-        self.tables = {path: {p.key: copy.deepcopy(p.default) for p in t.params if not p.optional}
-                       for path, t in self.decl.items() if not t.optional}
+        self.tables = {}
+        for path, t in self.decl.items():  # nested paths (points.B) as nested tables
+            if not t.optional:
+                for p in t.params:
+                    if not p.optional:
+                        _set(self.tables, f"{path}.{p.key}", copy.deepcopy(p.default))
+                if get_table(self.tables, path) is None:
+                    _set(self.tables, path, {}) if "." in path else self.tables.setdefault(path, {})
         self.tables["axes"] = {}
         self.optional = {path: {p.key: p.default for p in t.params if p.optional or t.optional}
                          for path, t in self.decl.items()}
@@ -156,19 +162,39 @@ def _schema(mechanism, structure):
         if t is None:
             raise TypeError(f"mechanism {mechanism!r} declares no [{path}] table")
         decl[path] = t
-    return Schema(mechanism=mechanism, module=mod, decl=decl, channels=dict(mod.OUTPUT_CHANNELS))
+    channels = mod.output_channels(model) if callable(getattr(mod, "output_channels", None)) else mod.OUTPUT_CHANNELS
+    return Schema(mechanism=mechanism, module=mod, decl=decl, channels=dict(channels))
+
+
+def _skeleton(d):
+    """The structural (non-float) values of a table, nested tables as their own skeletons."""
+    out = {}
+    for k, v in (d or {}).items():
+        if isinstance(v, dict):
+            out[k] = _skeleton(v)
+        elif isinstance(v, (str, bool, int, list)) and not isinstance(v, float):
+            out[k] = v
+    return out
 
 
 def _structure(model):
-    """The structural (non-float) values of ``[model]``: what may change a mechanism's tables."""
-    keep = {k: v for k, v in (model or {}).items() if isinstance(v, (str, bool, int, list)) and not isinstance(v, float)}
-    return json.dumps(keep, sort_keys=True, default=str)
+    """The structural values of ``[model]`` (and of the mechanism's ``STRUCTURE`` tables, folded
+    into it by ``schema``): what may change a mechanism's tables."""
+    return json.dumps(_skeleton(model), sort_keys=True, default=str)
 
 
-def schema(mechanism=DEFAULT_MECHANISM, model=None) -> Schema:
-    """The Schema of a registered mechanism (SpecError naming model.mechanism otherwise)."""
+def structure_tables(mechanism, spec):
+    """{table: skeleton} of the top-level tables mechanism ``mechanism`` builds its schema from
+    (its ``STRUCTURE``, e.g. a linkage's points, links and joints), read from a raw or merged spec."""
+    mod = sch_.mechanism_module(mechanism) if mechanism in sch_.mechanism_names() else None
+    return {t: _skeleton(spec.get(t)) for t in getattr(mod, "STRUCTURE", ()) if isinstance(spec.get(t), dict)}
+
+
+def schema(mechanism=DEFAULT_MECHANISM, model=None, structure=None) -> Schema:
+    """The Schema of a registered mechanism (SpecError naming model.mechanism otherwise);
+    ``structure``: ``structure_tables`` of the spec, for mechanisms whose tables follow them."""
     check_choice("model.mechanism", mechanism, sch_.mechanism_names())
-    return _schema(mechanism, _structure(model))
+    return _schema(mechanism, _structure({**(model or {}), **(structure or {})}))
 
 
 schema.cache_clear = _schema.cache_clear
@@ -176,7 +202,8 @@ sch_._listeners.append(_schema.cache_clear)
 
 
 def schema_of(spec) -> Schema:
-    return schema(spec["model"]["mechanism"], spec["model"])
+    mech = spec["model"]["mechanism"]
+    return schema(mech, spec["model"], structure_tables(mech, spec))
 
 
 def check_choice(path, val, allowed):
@@ -321,11 +348,11 @@ def merge_defaults(raw):
     """The mechanism's declared defaults (``model.mechanism``, default slider_crank) overlaid by
     ``raw``; an unknown table or key is a SpecError naming it (with the closest allowed name)."""
     mech, model = _mechanism_of(raw)
-    sch = schema(mech, model)
+    sch = schema(mech, model, structure_tables(mech, raw))
     if sch.aliases:
         raw = copy.deepcopy(raw)
         _apply_aliases(raw, sch)
-        sch = schema(mech, raw.get("model", {}))
+        sch = schema(mech, raw.get("model", {}), structure_tables(mech, raw))
     spec = copy.deepcopy(sch.tables)
     prefixes = {".".join(p.split(".")[:i]) for p in sch.decl for i in range(1, p.count(".") + 1)}
     suffix = f" (model.mechanism = {mech!r})" if mech != DEFAULT_MECHANISM else ""

@@ -99,7 +99,7 @@ CRANK_DRIVE = (
 )
 
 
-def crank_integrator(schemes, scheme, dt_s=1e-6, t_end_s=0.0, save_every=100):
+def crank_integrator(schemes, scheme, dt_s=1e-6, t_end_s=0.0, save_every=100, extra=()):
     """The [integrator] of a crank mechanism: the common keys plus the run length in crank
     revolutions, the steady window and the continuous-contact threshold."""
     return specmod.integrator_table(schemes, scheme, dt_s, t_end_s, save_every, extra=(
@@ -108,7 +108,7 @@ def crank_integrator(schemes, scheme, dt_s=1e-6, t_end_s=0.0, save_every=100):
         Param("steady_revolutions", 1.0, "steady window: the last N crank revolutions", range=(0.0, 1e6, False)),
         Param("continuous_contact_s", 5e-4, "contact episodes at least this long count as continuous contact",
               range=(0.0, math.inf, False)),
-    ))
+    ) + tuple(extra))
 
 
 def benchmark_joint(clearance=0.5e-3, journal_radius=10.0e-3, restitution=0.9, friction_coefficient=0.01,
@@ -145,13 +145,13 @@ def config_fields(spec, t_end):
                 min_continuous_steps=max(1, int(round(it["continuous_contact_s"] / dt))))
 
 
-def joint_tables(names, profile=PROFILE):
+def joint_tables(names, profile=PROFILE, own_always=False):
     """The shared [joint], [profile], [laws] tables and, with several clearance joints, each
     joint's own optional tables ``joints.<name>``, ``joints.<name>.profile``,
     ``joints.<name>.laws``: the float keys of the shared ones, absent unless given (a joint's own
     value replaces the shared one for that joint; structural keys are shared by all joints)."""
     out = [JOINT, profile, LAWS]
-    if len(names) > 1:
+    if len(names) > 1 or own_always:
         for nm in names:
             for t, sub in ((JOINT, ""), (profile, ".profile"), (LAWS, ".laws")):
                 own = tuple(p for p in t.params if p.kind == "float")

@@ -190,7 +190,7 @@ class CrankLinkage:
         ``steady_start`` over the last integrator.steady_revolutions crank revolutions."""
         p = self.params_cls(**declared(self.model, flat, dtype), **self.extra_params(flat, dtype),
                             steady_start=jnp.zeros((), dtype),
-                            joint=_clearance.joints_params(spec, cfg.joint, flat, dtype, self.joints[cfg.clearance_joint]))
+                            joint=_clearance.joints_params(spec, cfg.joint, flat, dtype, self.joint_names(cfg)))
         return p._replace(steady_start=jnp.asarray(self.steady_start(spec, p, t_end), dtype))
 
     def stability_dt(self, p, scheme, clearance_joint=None):
@@ -212,7 +212,24 @@ class CrankLinkage:
         _clearance.check_dt(cfg, np.asarray(self.stability_dt(p, cfg.scheme, cfg.clearance_joint)), name)
 
     def joint_names(self, cfg):
+        """The clearance joints of a configuration (the per-joint axis of outputs and columns)."""
         return self.joints[cfg.clearance_joint]
+
+    def joint_clearance(self, p):
+        """Each variant's nominal radial clearance [m] ((B,) or (B, J)) for the penetration columns."""
+        return p.joint.clearance
+
+    def accel_of(self, cfg):
+        """accel(cfg, p, q, v, aux, t) -> (a, memory, joint forces) of a configuration."""
+        return self.accel[cfg.clearance_joint]
+
+    def amplified(self, cfg):
+        """(name, unit suffix) of the amplified motion quantity (metrics.csv column stems)."""
+        return self.acc_key, self.acc_unit
+
+    def acc_value(self, cfg, q, v, a):
+        """The amplified motion quantity at one step."""
+        return self.acc_of(a)
 
     def describe(self, spec, cfg):
         return {"clearance_joint": cfg.clearance_joint, **_clearance.describe(cfg.joint),
@@ -254,7 +271,7 @@ class CrankLinkage:
     def simulate(self, cfg, p, state0=None) -> Result:
         """Integrate one variant over cfg.n_steps steps (pure; jit/vmap/grad at the caller).
         state0: optional (q, v) replacing ``initial_state`` (named coordinates)."""
-        accel_impl = self.accel[cfg.clearance_joint]
+        accel_impl = self.accel_of(cfg)
 
         def accel(params, q, v, aux, t):
             a, aux1, jfs = accel_impl(cfg, params, q, v, aux, t)
@@ -262,7 +279,7 @@ class CrankLinkage:
 
         step = integrate.make_step(cfg.scheme, accel, integrate.drift, cfg.dt)
         q0, v0, aux0 = self.initial_state(cfg, p)
-        dtype = q0.crank.dtype
+        dtype = jax.tree_util.tree_leaves(q0)[0].dtype
         if state0 is not None:
             q0, v0 = (jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype), x) for x in state0)
         a0, _, _ = accel(p, q0, v0, aux0, 0.0)
@@ -272,7 +289,7 @@ class CrankLinkage:
         def reduce(acc, out, i):
             a, jfs, q, v, t = out
             ovf = per(jfs, lambda j: j.window_overflow) if cfg.joint.window else None
-            return metrics.update(acc, per(jfs, lambda j: safe_norm(j.force)), self.acc_of(a),
+            return metrics.update(acc, per(jfs, lambda j: safe_norm(j.force)), self.acc_value(cfg, q, v, a),
                                   per(jfs, lambda j: jnp.any(j.active)), per(jfs, lambda j: j.new_impacts),
                                   per(jfs, lambda j: j.n_regions), t >= p.steady_start,
                                   cfg.min_continuous_steps, window_overflow=ovf,
@@ -313,7 +330,7 @@ class CrankLinkage:
         {key: over the steady window}), with ``reaction`` the largest ideal reaction over the
         configuration's clearance joints."""
         full, steady = self.ideal_peaks(p, t_end, p.steady_start, n_samples=n_samples, **self.ideal_kw(cfg))
-        names = self.joints[cfg.clearance_joint]
+        names = self.joint_names(cfg)
         react = lambda d: functools.reduce(jnp.maximum, [d["reaction_" + n] for n in names])
         return {**full, "reaction": react(full)}, {**steady, "reaction": react(steady)}
 
@@ -326,9 +343,9 @@ class CrankLinkage:
 
         def evaluate(p):
             ideal, _ = self.reference(cfg, p, t_end, n)
-            return metrics.peak_vector(self.simulate(cfg, p).acc, ideal["reaction"], ideal[self.acc_key])
+            return metrics.peak_vector(self.simulate(cfg, p).acc, ideal["reaction"], ideal[self.amplified(cfg)[0]])
 
-        return Study(self.STUDY_METRICS, evaluate, "smooth_peak_contact_force_N",
+        return Study(metrics.peak_vector_names(*self.amplified(cfg)), evaluate, "smooth_peak_contact_force_N",
                      reference=functools.partial(self._reference_batch, cfg, t_end=t_end, n_samples=n))
 
     @functools.partial(jax.jit, static_argnums=(0, 1), static_argnames=("n_samples",))
@@ -346,7 +363,7 @@ class CrankLinkage:
         full = {k: np.asarray(v)[:n_real] for k, v in full.items()}
         steady = {k: np.asarray(v)[:n_real] for k, v in steady.items()}
         out = {}
-        ak, au = self.acc_key, self.acc_unit
+        ak, au = self.amplified(cfg)
         metrics.peak_columns(out, "contact_force", "_N", "ideal_peak_reaction_N", acc.peak_force.max(axis=1),
                              acc.peak_force_steady.max(axis=1), full["reaction"], steady["reaction"])
         metrics.peak_columns(out, ak, au, f"ideal_peak_{ak}{au}", acc.peak_acc, acc.peak_acc_steady,
@@ -359,8 +376,9 @@ class CrankLinkage:
         out[f"smooth_peak_{ak}{au}"] = sm_a
         out["smooth_daf_contact_force"] = metrics.amplification(sm_f, full["reaction"])
         out[f"smooth_daf_{ak}"] = metrics.amplification(sm_a, full[ak])
-        metrics.motion_columns(out, acc, self.joints[cfg.clearance_joint], full,
-                               clearance=np.asarray(p.joint.clearance)[:n_real])
+        c = self.joint_clearance(p)
+        metrics.motion_columns(out, acc, self.joint_names(cfg), full,
+                               clearance=None if c is None else np.asarray(c)[:n_real])
         if cfg.joint.window:
             out["window_overflow_steps"] = acc.window_overflow_steps.sum(axis=1)
         finite = lambda tree: np.all([np.isfinite(np.asarray(x)[:n_real]).reshape(n_real, -1).all(axis=1)
@@ -374,7 +392,7 @@ class CrankLinkage:
         written = []
         if "journal_x_m" in hists:
             written += plots_.sweep_plots(outdir, table, summary, hists, t, spec,
-                                          amplified=("contact_force", self.acc_key))
+                                          amplified=("contact_force", self.amplified(self.make_config(spec, float(np.asarray(t)[-1])))[0]))
         if self.versus_ideal:
             written += plots_.versus_ideal(self, outdir, spec, table, summary, hists, t, self.versus_ideal,
                                            f"{self.acc_key.split('_')[0]}_vs_crank_angle.png", self.versus_ideal_title)

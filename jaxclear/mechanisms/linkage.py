@@ -1,0 +1,452 @@
+"""Any planar linkage declared in a spec, rigid or flexible: ``model.mechanism = "linkage"``.
+
+The linkage is described by names — ``[points.<p>]`` (x_m, y_m), ``[links.<l>]`` (the two points
+it joins, its beam elements, Young's modulus, density, mass and centroidal inertia),
+``[bodies.<b>]`` (a lumped particle at a point, e.g. a slider block) and ``[joints.<j>]``
+(``ground``, ``revolute``, ``clearance`` with the joint's own clearance, bushing and laws, or
+``slider`` along a direction) — with the crank driver in ``[model]`` (the driven link and its
+ground pivot, the speed reached after a linear ramp from rest).  ``jaxclear.fpm`` turns it into
+particles and beam elements (the finite particle method of Zheng, Yang, Liu & Luo): no
+equations of motion to derive; rigid or flexible is only the Young's modulus.  Each link's
+section follows the paper's sizing from its mass and inertia, A = m/(ρl), I_z = I/(ρl).
+
+The amplification reference is the same linkage with every clearance joint an ideal revolute,
+simulated by the same engine with the same step (the paper's definition): DE_F = (max |F_c| −
+max |R|)/max |R|, R the ideal joint's reaction, and DE of ``model.amplified`` ("link:<l>": the
+link's angular acceleration; "body:<b>" or "point:<p>": the acceleration magnitude).
+Every float of these tables is sweepable by its dotted path (``links.rod.youngs_modulus_Pa``,
+``joints.C.clearance_m``, ``points.B.y_m``); the topology (names, members, types) is structure.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import drivers, fpm, integrate
+from .. import spec as specmod
+from .._math import cross2, safe_norm
+from ..schema import NONNEGATIVE, POSITIVE, Param, Table
+from ..spec import SpecError
+from . import _clearance, crank_linkage, declared, params_type
+
+STRUCTURE = ("points", "links", "bodies", "joints")
+JOINT_TYPES = ("ground", "revolute", "clearance", "slider")
+
+MODEL = Table("model", (
+    Param("mechanism", "linkage", "registered mechanism name"),
+    Param("crank", "", "the driven link (pinned to the ground at crank_pivot)"),
+    Param("crank_pivot", "", "the point where the crank is pinned to the ground"),
+    Param("amplified", "", "amplified motion: 'link:<name>' (angular acceleration) or 'body:<name>' / "
+                           "'point:<name>' (acceleration magnitude)"),
+    Param("exact_lumping", True, "particles keep every link's mass and centroidal inertia exactly "
+                                 "(false: the paper's lumping, which adds m l²/12·(1 + 2/n²))"),
+    Param("damping_per_s", 0.0, "mass-proportional damping α", range=NONNEGATIVE, field="damping"),
+    *_clearance.CRANK_DRIVE,
+), doc="the linkage's crank driver and global settings (topology in points, links, bodies, joints)")
+Params = params_type("Params", MODEL, extra=("steady_start", "fpm", "ideal"), doc="""Declared [model]
+    fields, steady_start [s], fpm: the clearance linkage's ``fpm.Params``, ideal: its ideal twin's.""")
+
+
+def _point(name):
+    return Table(f"points.{name}", (
+        Param("x_m", 0.0, "x in the initial configuration", guard=_clearance.metres(100.0, "50 mm = 0.05")),
+        Param("y_m", 0.0, "y in the initial configuration", guard=_clearance.metres(100.0, "50 mm = 0.05"))),
+        doc=f"point {name!r}")
+
+
+def _link(name):
+    return Table(f"links.{name}", (
+        Param("points", [], "the two points it joins", items=str),
+        Param("elements", 4, "planar beam elements (particles: elements + 1)", range=(1, 1000)),
+        Param("youngs_modulus_Pa", 2.07e11, "Young's modulus E (2.07e13: 'rigid')", range=POSITIVE,
+              guard=(1e6, "<", "Young's modulus is in Pa (steel: 2.07e11): did you give GPa or MPa?")),
+        Param("density_kg_per_m3", 7850.0, "density ρ (the section: A = m/(ρl), I_z = I/(ρl))", range=POSITIVE),
+        Param("mass_kg", 1.0, "mass m", range=POSITIVE),
+        Param("inertia_kg_m2", 1e-3, "inertia I about its centre of mass", range=POSITIVE),
+    ), doc=f"link {name!r}")
+
+
+def _body(name):
+    return Table(f"bodies.{name}", (
+        Param("point", "", "the point it sits at"),
+        Param("mass_kg", 1.0, "mass", range=POSITIVE),
+        Param("inertia_kg_m2", 1e-4, "rotational inertia", range=POSITIVE)), doc=f"body {name!r}")
+
+
+def _joint(name, kind):
+    own = tuple(replace(p, optional=True) for p in _clearance.JOINT.params) if kind == "clearance" else ()
+    return Table(f"joints.{name}", (
+        Param("type", "revolute", "joint type", choices=JOINT_TYPES),
+        Param("point", "", "the point it sits at"),
+        Param("members", [], "links/bodies it joins (clearance: [journal, bearing])", items=str),
+        Param("rotation", "free", "slider: the member's rotation", choices=("free", "fixed")),
+        Param("direction_deg", 0.0, "slider: guide direction from +x"),
+    ) + own, doc=f"joint {name!r}")
+
+
+def tables(model):
+    """[model], one table per declared point, link, body and joint (a clearance joint's own
+    joint/profile/laws values), the shared [joint], [profile], [laws], [integrator], [outputs]."""
+    skel = {t: model.get(t, {}) for t in STRUCTURE}
+    clear = [j for j, d in skel["joints"].items() if isinstance(d, dict) and d.get("type") == "clearance"]
+    own = [t for t in _clearance.joint_tables(clear, own_always=True) if t.path.count(".") == 2] if clear else []
+    out = [MODEL, *(_point(p) for p in skel["points"]), *(_link(n) for n in skel["links"]),
+           *(_body(b) for b in skel["bodies"]),
+           *(_joint(j, d.get("type", "revolute") if isinstance(d, dict) else "") for j, d in skel["joints"].items()),
+           *_clearance.TABLES, *own,
+           _clearance.crank_integrator(integrate.SCHEMES, "leapfrog", dt_s=1e-7, save_every=200, extra=(
+               Param("step_factor", 0.5, "dt at most this fraction of the critical step (0.5 with contact)",
+                     range=(0.0, 1.0, True)),)),
+           _outputs_table(model)]
+    return out
+
+
+def output_channels(model):
+    """Per clearance joint, the crank angle, per link (chord) angle, rate and acceleration, per
+    point and body position, per body velocity and acceleration."""
+    skel = {t: model.get(t, {}) for t in STRUCTURE}
+    ch = {"crank_angle_rad": "crank angle θ", **{k: d for k, (d, _) in crank_linkage.JOINT_CHANNELS.items()}}
+    for n in skel["links"]:
+        ch.update({f"{n}_angle_rad": f"{n} chord angle", f"{n}_angular_velocity_rad_per_s": f"{n} chord rate",
+                   f"{n}_angular_acceleration_rad_per_s2": f"{n} chord angular acceleration"})
+    for p in skel["points"]:
+        ch.update({f"{p}_x_m": f"point {p} x", f"{p}_y_m": f"point {p} y"})
+    for b in skel["bodies"]:
+        ch.update({f"{b}_{c}": f"body {b} {c}" for c in ("x_m", "y_m", "vx_m_per_s", "vy_m_per_s",
+                                                          "ax_m_per_s2", "ay_m_per_s2")})
+    return ch
+
+
+def _outputs_table(model):
+    return specmod.outputs_table(output_channels(model), ["crank_angle_rad", "contact_force_N",
+                                                                      "journal_x_m", "journal_y_m"])
+
+
+@dataclass(frozen=True)
+class Config(_clearance.ClearanceConfig):
+    """ClearanceConfig plus the assembled layouts (clearance and ideal twin), the amplified
+    quantity (kind, name), the links' point names and the particles of the named points."""
+
+    clearance_joint: str = "linkage"
+    layout: object = None
+    ideal: object = None
+    amplified: tuple = ("", "")
+    links: tuple = ()
+    point_nodes: tuple = ()
+
+    @property
+    def n_joints(self):
+        return len(self.layout.clearance)
+
+    def validate(self):
+        return self
+
+
+def _describe(spec):
+    """(links {name: (a, b, n)}, joints {name: (kind, point, members, rotation)}, drivers, bodies)."""
+    links = {n: (*(d["points"] + [None, None])[:2], d["elements"]) for n, d in spec.get("links", {}).items()}
+    for n, d in spec.get("links", {}).items():
+        if len(d["points"]) != 2:
+            raise SpecError(f"links.{n}.points = {d['points']!r}: a link joins exactly two points")
+        for p in d["points"]:
+            if p not in spec.get("points", {}):
+                raise SpecError(f"links.{n}.points: unknown point {p!r}; declared: {', '.join(spec.get('points', {})) or 'none'}")
+    bodies = {n: d["point"] for n, d in spec.get("bodies", {}).items()}
+    for n, p in bodies.items():
+        if p not in spec.get("points", {}):
+            raise SpecError(f"bodies.{n}.point = {p!r}: unknown point")
+    jts = {}
+    for n, d in spec.get("joints", {}).items():
+        if d["point"] not in spec.get("points", {}):
+            raise SpecError(f"joints.{n}.point = {d['point']!r}: unknown point")
+        jts[n] = (d["type"], d["point"], tuple(d["members"]), d["rotation"])
+    m = spec["model"]
+    return links, jts, {"crank": (m["crank"], m["crank_pivot"])}, bodies
+
+
+def _assemble(spec, jc, ideal=False):
+    links, jts, drv, bodies = _describe(spec)
+    if ideal:
+        jts = {n: (("revolute",) + j[1:]) if j[0] == "clearance" else j for n, j in jts.items()}
+    try:
+        return fpm.assemble(links, jts, drv, bodies, jc)
+    except fpm.LinkageError as e:
+        raise SpecError(f"linkage: {e}") from None
+
+
+def validate_spec(spec):
+    m = spec["model"]
+    if not spec.get("links"):
+        raise SpecError("links: a linkage needs at least one [links.<name>] table")
+    for k in ("crank", "crank_pivot"):
+        if not m[k]:
+            raise SpecError(f"model.{k} = '': name the driven link and its ground pivot (model.crank, model.crank_pivot)")
+    if m["crank"] not in spec["links"]:
+        raise SpecError(f"model.crank = {m['crank']!r}: not a link; declared: {', '.join(spec['links'])}")
+    _clearance.validate_spec(spec)
+    for n, d in spec.get("joints", {}).items():
+        if d["type"] == "clearance" and len(d["members"]) != 2:
+            raise SpecError(f"joints.{n}.members = {d['members']!r}: a clearance joint has [journal, bearing]")
+    _assemble(spec, _clearance.joint_config(spec))
+    _amplified(spec)
+
+
+def _amplified(spec):
+    """(kind, name) of model.amplified (default: the first non-crank link's angular acceleration)."""
+    a = spec["model"]["amplified"] or "link:" + next((n for n in spec["links"] if n != spec["model"]["crank"]),
+                                                     spec["model"]["crank"])
+    kind, _, name = a.partition(":")
+    pool = {"link": spec.get("links", {}), "body": spec.get("bodies", {}), "point": spec.get("points", {})}
+    if kind not in pool or name not in pool[kind]:
+        raise SpecError(f"model.amplified = {a!r}: expected 'link:<name>', 'body:<name>' or 'point:<name>' "
+                        f"of a declared one")
+    return kind, name
+
+
+def check_values(cols):
+    """Clearances below their journal radii; no link of zero length in any variant."""
+    clear = sorted({k.split(".")[1] for k in cols if k.startswith("joints.") and k.endswith(".clearance_m")})
+    _clearance.check_values(cols, tuple(clear) if len(clear) > 1 else ())
+
+
+def make_config(spec, t_end):
+    base = _clearance.config_fields(spec, t_end)
+    lay = _assemble(spec, base["joint"])
+    ideal = _assemble(spec, base["joint"], ideal=True)
+    pts = {}
+    for n, parts in lay.link_particles:
+        a, b = spec["links"][n]["points"]
+        pts.setdefault(a, parts[0][0])
+        pts.setdefault(b, parts[-1][0])
+    for n, (nd, _) in lay.bodies:
+        pts.setdefault(spec["bodies"][n]["point"], nd)
+    return Config(layout=lay, ideal=ideal, amplified=_amplified(spec),
+                  links=tuple((n, tuple(spec["links"][n]["points"])) for n in spec["links"]),
+                  point_nodes=tuple(sorted(pts.items())), **base)
+
+
+def _fpm_params(spec, layout, flat, dtype, joint):
+    f = lambda k: jnp.asarray(flat[k], dtype)
+    points = {p: (f(f"points.{p}.x_m"), f(f"points.{p}.y_m")) for p in spec.get("points", {})}
+    links = {n: dict(points=tuple(d["points"]), youngs_modulus=f(f"links.{n}.youngs_modulus_Pa"),
+                     density=f(f"links.{n}.density_kg_per_m3"), mass=f(f"links.{n}.mass_kg"),
+                     inertia=f(f"links.{n}.inertia_kg_m2")) for n, d in spec["links"].items()}
+    bodies = {n: (d["point"], f(f"bodies.{n}.mass_kg"), f(f"bodies.{n}.inertia_kg_m2"))
+              for n, d in spec.get("bodies", {}).items()}
+    guides = {n: (jnp.cos(jnp.deg2rad(f(f"joints.{n}.direction_deg"))), jnp.sin(jnp.deg2rad(f(f"joints.{n}.direction_deg"))))
+              for n in layout.guides}
+    m = declared(MODEL, flat, dtype)
+    return fpm.linkage_params(layout, points, links, bodies, guides, joint, m["damping"], m["gravity"],
+                              m["crank_speed"], m["ramp_time"], spec["model"]["exact_lumping"])
+
+
+def params(spec, cfg: Config, flat, dtype, t_end):
+    """Params of one variant (traceable): the clearance linkage, its ideal twin, the steady window
+    (the last integrator.steady_revolutions crank revolutions before t_end, by crank angle)."""
+    names = cfg.layout.clearance
+    per = [_clearance.joint_params(spec, cfg.joint, _clearance.for_joint(flat, nm), dtype) for nm in names]
+    joint = jax.tree_util.tree_map(lambda *xs: jnp.stack(xs), *per) if per else None
+    pf = _fpm_params(spec, cfg.layout, flat, dtype, joint)
+    pi = _fpm_params(spec, cfg.ideal, flat, dtype, None)
+    m = declared(MODEL, flat, dtype)
+    travel = drivers.crank_ramp(jnp.asarray(t_end, dtype), m["crank_speed"], m["ramp_time"])[0]
+    steady = drivers.crank_ramp_time(travel - 2 * math.pi * spec["integrator"]["steady_revolutions"],
+                                     m["crank_speed"], m["ramp_time"])
+    return Params(**m, steady_start=jnp.asarray(steady, dtype), fpm=pf, ideal=pi)
+
+
+def _link_nodes(layout, name):
+    parts = layout.particles(name)
+    return parts[0][0], parts[-1][0]
+
+
+def _chord_rates(layout, name, q, v, a):
+    """Chord angle ψ, ψ̇ = d×ḋ/|d|², ψ̈ = d×d̈/|d|² − 2(d·ḋ)(d×ḋ)/|d|⁴ of a link (d = x_b − x_a)."""
+    na, nb = _link_nodes(layout, name)
+    d, dd, ddd = (x.nodes[nb] - x.nodes[na] for x in (q, v, a))
+    r2 = jnp.sum(d * d)
+    w = cross2(d, dd) / r2
+    return jnp.arctan2(d[1], d[0]), w, cross2(d, ddd) / r2 - 2.0 * jnp.dot(d, dd) * cross2(d, dd) / (r2 * r2)
+
+
+def _amplified_value(cfg, layout, q, v, a):
+    kind, name = cfg.amplified
+    if kind == "link":
+        return _chord_rates(layout, name, q, v, a)[2]
+    node = layout.body(name)[0] if kind == "body" else dict(cfg.point_nodes)[name]
+    return safe_norm(a.nodes[node])
+
+
+@dataclass(frozen=True, eq=False)
+class Linkage(crank_linkage.CrankLinkage):
+    """The crank-linkage protocol with the structure read from the spec (module docstring)."""
+
+    STRUCTURE = STRUCTURE  # the top-level tables the schema is built from (spec.structure_tables)
+
+    def output_channels(self, model):
+        return output_channels(model)
+
+    def joint_clearance(self, p):
+        return p.fpm.joint.clearance if p.fpm.joint is not None else None
+
+    def joint_names(self, cfg):
+        return cfg.layout.clearance
+
+    def accel_of(self, cfg):
+        return lambda cfg_, p, q, v, aux, t: fpm.accelerations(cfg.layout.topology, p.fpm, q, v, aux, t)
+
+    def amplified(self, cfg):
+        kind, name = cfg.amplified
+        return (f"{name}_angular_acceleration", "_rad_per_s2") if kind == "link" else (f"{name}_acceleration", "_m_per_s2")
+
+    def acc_value(self, cfg, q, v, a):
+        return _amplified_value(cfg, cfg.layout, q, v, a)
+
+    def tables(self, model):
+        return tables(model)
+
+    def validate_spec(self, spec):
+        validate_spec(spec)
+
+    def check_values(self, cols):
+        check_values(cols)
+
+    def make_config(self, spec, t_end):
+        return make_config(spec, t_end)
+
+    def params(self, spec, cfg, flat, dtype, t_end):
+        return params(spec, cfg, flat, dtype, t_end)
+
+    def check_params(self, spec, cfg, p, name):
+        """The bushings stay outside their journals; dt ≤ integrator.step_factor × the critical step."""
+        if cfg.layout.clearance:
+            _clearance.check_bushing(cfg.joint, jax.tree_util.tree_map(lambda x: np.asarray(x)[:, 0], p.fpm.joint), name)
+        bound = fpm.critical_step(cfg.layout.topology, p.fpm, *fpm.element_shares(cfg.layout, p.fpm))
+        factor = spec["integrator"]["step_factor"]
+        if np.any(cfg.dt > factor * bound):
+            i = int(np.argmin(bound))
+            raise SpecError(f"integrator.dt_s = {cfg.dt:g} exceeds integrator.step_factor = {factor:g} × the critical "
+                            f"step {bound[i]:.3g} s of the beam elements ({name(i)}): use dt_s <= {factor * bound[i]:.3g}")
+
+    def describe(self, spec, cfg):
+        topo = cfg.layout.topology
+        return {"particles": topo.n_rotations, "nodes": topo.n_nodes, "elements": len(topo.elements),
+                "clearance_joints": list(cfg.layout.clearance), "amplified": ":".join(cfg.amplified),
+                **_clearance.describe(cfg.joint),
+                "steady_window": f"last {spec['integrator']['steady_revolutions']:g} crank revolution(s) before t_end "
+                                 "(by crank angle)", "reference": "the ideal twin (clearance joints as ideal pins), simulated"}
+
+    def bytes_per_variant(self, cfg, precision):
+        item = 4 if precision == "float32" else 8
+        topo = cfg.layout.topology
+        return (2.0 * cfg.n_saves * max(1, len(cfg.outputs)) * max(1, cfg.n_joints) * item
+                + 64 * (topo.n_nodes + topo.n_rotations + len(topo.elements)) * item + 16384)
+
+    def _outputs(self, cfg, q, v, a, jfs):
+        out = {}
+        lay = cfg.layout
+        dtype = q.nodes.dtype
+        for k in cfg.outputs:
+            if k in crank_linkage.JOINT_CHANNELS:
+                out[k] = jnp.stack([crank_linkage.JOINT_CHANNELS[k][1](j) for j in jfs]).astype(dtype)
+            elif k == "crank_angle_rad":
+                pair = q.rotations[lay.topology.driven[0]]
+                out[k] = jnp.arctan2(pair[1], pair[0])
+            else:
+                out[k] = self._named_channel(cfg, k, q, v, a)
+        return out
+
+    def _named_channel(self, cfg, k, q, v, a):
+        lay = cfg.layout
+        for n, _ in cfg.links:
+            if k.startswith(n + "_"):
+                rest = k[len(n) + 1:]
+                psi, w, al = _chord_rates(lay, n, q, v, a)
+                return {"angle_rad": psi, "angular_velocity_rad_per_s": w,
+                        "angular_acceleration_rad_per_s2": al}[rest]
+        for b, (node, _) in lay.bodies:
+            if k.startswith(b + "_"):
+                rest = k[len(b) + 1:]
+                src = {"x_m": q.nodes[node, 0], "y_m": q.nodes[node, 1], "vx_m_per_s": v.nodes[node, 0],
+                       "vy_m_per_s": v.nodes[node, 1], "ax_m_per_s2": a.nodes[node, 0], "ay_m_per_s2": a.nodes[node, 1]}
+                return src[rest]
+        for pnt, node in cfg.point_nodes:
+            if k in (f"{pnt}_x_m", f"{pnt}_y_m"):
+                return q.nodes[node, 0 if k.endswith("x_m") else 1]
+        raise KeyError(k)
+
+
+def _initial_state(cfg, p):
+    return fpm.initial_state(cfg.layout.topology, p.fpm)
+
+
+def _end_force(topo, p, q, node, rot):
+    """Force [N] on the particle (node, rot) from its own link's elements (0 for a body)."""
+    ra, rb = topo.index(2), topo.index(3)
+    fa = fpm.element_end_forces(topo, p, q)
+    own_a, own_b = np.nonzero(ra == rot)[0], np.nonzero(rb == rot)[0]
+    return jnp.sum(fa[own_a], axis=0) - jnp.sum(fa[own_b], axis=0)
+
+
+def _twin_peaks(p: Params, t_end, steady_start, n_samples=0, cfg: Config = None):
+    """Peaks of the ideal twin over [0, t_end] and [steady_start, t_end]: |R| at each former
+    clearance joint (the force on the journal particle from the bearing side, R = m_j(a − g) −
+    f_own + α m_j v, f_own the journal link's element force) and |amplified|, simulated with
+    the run's step (the paper's reference)."""
+    lay, topo = cfg.ideal, cfg.ideal.topology
+    pi = p.ideal
+    members = {j: cfg.layout.clearance.index(j) for j in cfg.layout.clearance}
+    ends = []
+    for j in cfg.layout.clearance:
+        nj, rj, _, _ = cfg.layout.topology.clearance[members[j]]
+        ends.append((j, _ideal_particle(cfg, rj)))
+    step = fpm.make_step(topo, cfg.dt, cfg.scheme)
+    q0, v0, aux0 = fpm.initial_state(topo, pi)
+    s0 = integrate.State(q0, v0, fpm._accel_out(topo, pi, q0, v0, aux0, 0.0)[0], aux0)
+    dtype = q0.nodes.dtype
+    k = len(ends) + 1
+
+    def reduce(acc, out, i):
+        a, _, q, v, t = out
+        vals = [safe_norm(pi.particle_mass[r] * (a.nodes[nd] + jnp.stack([0.0 * pi.gravity, pi.gravity]))
+                          + pi.damping * pi.particle_mass[r] * v.nodes[nd] - _end_force(topo, pi, q, nd, r))
+                for _, (nd, r) in ends]
+        x = jnp.abs(jnp.stack(vals + [_amplified_value(cfg, lay, q, v, a)]))
+        steady = t >= steady_start
+        return jnp.maximum(acc[0], x), jnp.where(steady, jnp.maximum(acc[1], x), acc[1])
+
+    zero = jnp.zeros(k, dtype)
+    _, (full, st), _ = integrate.simulate(step, pi, s0, (zero, zero), reduce, cfg.n_saves, cfg.save_every)
+    key = MECHANISM.amplified(cfg)[0]
+    pack = lambda x: {**{f"reaction_{j}": x[i] for i, (j, _) in enumerate(ends)}, key: x[-1]}
+    return pack(full), pack(st)
+
+
+def _ideal_particle(cfg, rot):
+    """(node, rotation) in the ideal twin of the clearance layout's particle ``rot`` (same particle
+    order: links then bodies)."""
+    return _node_of(cfg.ideal, rot), rot
+
+
+def _node_of(layout, rot):
+    for _, parts in layout.link_particles:
+        for nd, r in parts:
+            if r == rot:
+                return nd
+    for _, (nd, r) in layout.bodies:
+        if r == rot:
+            return nd
+    raise KeyError(rot)
+
+
+MECHANISM = Linkage(
+    name="linkage", model=MODEL, joints={"linkage": ()}, config=Config, params_cls=Params, accel={},
+    initial_state=_initial_state, channels={}, default_outputs=("crank_angle_rad", "contact_force_N"),
+    acc_key="amplified", acc_unit="", acc_of=None, ideal_peaks=_twin_peaks, ideal_kw=lambda cfg: {"cfg": cfg},
+    samples=(2, 2), steady_start=None, effective_mass=None, check_geometry=lambda cols: None,
+    steady_doc="before t_end (by crank angle)")
