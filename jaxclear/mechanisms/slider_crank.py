@@ -467,6 +467,12 @@ def joint_names(cfg: Config):
     return JOINTS[cfg.clearance_joint]
 
 
+def resolve_config(spec, cfg: Config, p: Params, acc, offset):
+    """``profile.max_regions = "auto"``: the slots from every variant's profiles
+    (``_clearance.resolve_config``, called by ``sweep.plan`` block by block)."""
+    return _clearance.resolve_config(spec, cfg, p, acc, offset, joint_names(cfg))
+
+
 def describe(spec, cfg: Config):
     return {"clearance_joint": cfg.clearance_joint, **_clearance.describe(cfg.joint),
             "steady_window": f"last {spec['integrator']['steady_revolutions']:g} crank revolution(s) of each variant, "
