@@ -63,8 +63,9 @@ PROFILE = Table("profile", (
           choices=("auto", "analytic", "points")),
     Param("n_points", 72, "profile points N (point method)", range=(8, 4096)),
     Param("max_regions", "auto", "contact-region slots K: an integer in [1, 64] (1: one-pass deepest-region "
-          "path) or 'auto': 1 where every variant's profile allows only one region (radius of curvature >= 1.02 "
-          "R_J, nothing concave), else the regions the profile can hold (at most 4)", check=_max_regions_rule),
+          "path) or 'auto': 1 where every variant's bushing provably allows one region at a time (smallest radius "
+          "of curvature, less its discretisation error, above R_J; nothing concave), else the regions the "
+          "profile can hold, at most 4 (contact.region_bound)", check=_max_regions_rule),
     Param("refine", True, "parabolic sub-grid refinement of the deepest point"),
     Param("wear_depth_m", 0.0, "wear depth w (ellipse: added to the major semi-axis)", range=NONNEGATIVE),
     Param("wear_order", 2, "Fourier order k of the wear term w·½(1 + cos k(θ − θ_w))", range=(1, 1000)),
