@@ -173,3 +173,15 @@ def test_auto_on_a_lobed_bushing_keeps_every_region():
         np.testing.assert_allclose(np.asarray(ta[k]), np.asarray(tf[k]), rtol=1e-12, err_msg=k)
     np.testing.assert_allclose(np.asarray(ha["contact_force_N"]), np.asarray(hf["contact_force_N"]),
                                rtol=1e-12, atol=1e-9)
+
+
+def test_every_joint_counts():
+    # two clearance joints sharing the structural keys; only the crank–rod bushing is lobed (its own
+    # wear depth): the sweep takes the multi-region path and the reason names that joint
+    raw = _raw({"kind": "fourier", "wear_order": 3, "wear_depth_m": 1e-6})
+    raw["model"]["clearance_joint"] = "both"
+    raw["joints"] = {"crank_rod": {"profile": {"wear_depth_m": 0.6e-3}}}
+    j = sweep.plan(specmod.load(raw)).cfg.joint
+    assert j.max_regions >= 2 and "joint 'crank_rod'" in j.regions_choice, j.regions_choice
+    raw["joints"] = {"crank_rod": {"profile": {"wear_depth_m": 2e-6}}}
+    assert sweep.plan(specmod.load(raw)).cfg.joint.max_regions == 1
