@@ -92,6 +92,11 @@ def cmd_plan(args):
         f"saves: {e['n_saves']} every {e['save_every']} steps × {len(e['channels'])} channels",
         f"model: {e['mechanism']}" + "".join(f", {e[k]}" for k in ("clearance_joint", "geometry") if k in e)
         + (f" ({e['n_points']} points)" if e.get("n_points") else "") + f", {e['scheme']}, {e['precision']}",
+    ]
+    if e.get("max_regions_choice"):
+        lines.append(f"contact regions: {e['max_regions_choice'].split(';', 1)[0][len('auto: '):]} "
+                     f"(profile.max_regions = \"auto\"; {e['max_regions_choice'].split('; ', 1)[1]})")
+    lines += [
         f"memory per chunk: {_bytes(e['memory_bytes_per_chunk'])} (params {_bytes(e['params_bytes_per_chunk'])}, "
         f"outputs {_bytes(e['output_bytes_per_chunk'])} of which histories {_bytes(e['history_bytes_per_chunk'])}, "
         f"temporaries {_bytes(e['temp_bytes_per_chunk'])})",

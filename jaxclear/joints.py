@@ -18,13 +18,16 @@ the bearing receives −F at its deepest profile point.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import jax.numpy as jnp
 
 from . import contact, integrate, laws
 from ._math import cross2, perp, safe_norm
+
+AUTO_PENDING = "auto: pending (sweep.plan decides from every variant's profile)"
+
 
 @dataclass(frozen=True)
 class JointConfig:
@@ -36,6 +39,10 @@ class JointConfig:
     ``contact.detect_window`` on the W points around the pin direction (same results unless
     ``JointForce.window_overflow`` is set; the profile must be sampled at uniform angles).
     normal_law: a name of ``laws.NORMAL_LAWS``; friction: a name of ``laws.FRICTION_MODELS``.
+    regions_choice: how ``max_regions`` was chosen (``profile.max_regions = "auto"``: the reason
+    from ``contact.region_bound``; ``AUTO_PENDING`` until ``sweep.plan`` has seen every variant's
+    profile; "" when given as an integer).  Not part of equality or hash: two configs with the
+    same slots compile to the same function.
     """
 
     geometry: str = "circle"
@@ -45,6 +52,7 @@ class JointConfig:
     normal_law: str = "lankarani_nikravesh"
     friction: str = "ambrosio"
     window: int = 0
+    regions_choice: str = field(default="", compare=False)
 
     @property
     def slots(self) -> int:

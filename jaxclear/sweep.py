@@ -73,10 +73,11 @@ def plan(spec) -> Plan:
     if hasattr(mech, "ideal_samples"):  # one reference sample count for the whole sweep
         cfg = replace(cfg, ideal_samples=mech.ideal_samples(cols, cfg.n_steps * cfg.dt))
     it = spec["integrator"]
-    cs = it["chunk_size"] or parallel.auto_chunk_size(B, bytes_per_variant(cfg, it["precision"], mech))
     p = Plan(cfg=cfg, paths=tuple(paths), values=values, t_end=cfg.n_steps * cfg.dt,
-             dtype=it["precision"], chunk_size=min(cs, B), mechanism=spec["model"]["mechanism"])
-    check_variants(spec, p)
+             dtype=it["precision"], chunk_size=1, mechanism=spec["model"]["mechanism"])
+    cfg = check_variants(spec, p)  # with the static choices made from every variant (max_regions = "auto")
+    cs = it["chunk_size"] or parallel.auto_chunk_size(B, bytes_per_variant(cfg, it["precision"], mech))
+    p = replace(p, cfg=cfg, chunk_size=min(cs, B))
     if p.dtype == "float32" and hasattr(mech, "warn_float32"):
         mech.warn_float32(spec, variant_flat(spec, p, np.arange(p.n_variants)))
     return p
@@ -128,16 +129,23 @@ def check_variants(spec, plan_: Plan, block=4096):
     """Physics checks over all variants before compiling (raises SpecError): ranges, unit
     guards and cross-field checks (``spec.check_values``), then, block by block of params,
     the mechanism's ``check_params`` (for the clearance-joint mechanisms: the bushing staying
-    outside the journal and dt under the stability bound)."""
+    outside the journal and dt under the stability bound) and its ``resolve_config`` (static
+    choices from every variant: ``profile.max_regions = "auto"``).  Returns the config, resolved."""
     B = plan_.n_variants
     specmod.check_values(variant_flat(spec, plan_, np.arange(B)), specmod.schema_of(spec))
     hook = getattr(plan_.mech, "check_params", None)
-    if hook is None:
-        return
+    resolve = getattr(plan_.mech, "resolve_config", None)
+    cfg, acc = plan_.cfg, None
+    if hook is None and resolve is None:
+        return cfg
     for i0 in range(0, B, block):
         idx = np.arange(i0, min(B, i0 + block))
         p = batch_params(spec, plan_, idx)
-        hook(spec, plan_.cfg, p, lambda i, i0=i0: f"variant {i0 + i}{_swept_text(plan_, i0 + i)}")
+        if hook is not None:
+            hook(spec, plan_.cfg, p, lambda i, i0=i0: f"variant {i0 + i}{_swept_text(plan_, i0 + i)}")
+        if resolve is not None:
+            cfg, acc = resolve(spec, cfg, p, acc, i0)
+    return cfg
 
 
 def _swept_text(plan_: Plan, i):

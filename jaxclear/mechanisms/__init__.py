@@ -37,6 +37,10 @@ Run (``jaxclear.sweep``, ``jaxclear.study``):
     tracers); ``declared(table, flat, dtype)`` fills the fields its declarations name.
 ``check_params(spec, cfg, p, name)`` (optional)
     Checks of a block of batched params before compiling (stability bound...).
+``resolve_config(spec, cfg, p, acc, offset) -> (cfg, acc)`` (optional)
+    Static choices made from every variant's params (``profile.max_regions = "auto"``):
+    ``sweep.plan`` folds the blocks of batched params (variants from ``offset``) through it,
+    ``acc`` None at the first block, and keeps the last cfg: one compiled structure per sweep.
 ``simulate(cfg, p) -> Result``
     Pure, one variant; ``Result.history`` = {channel: (n_saves,) or (n_saves, J)}.
 ``study(spec, cfg) -> study.Study`` (optional for ``run``; needed by ``sensitivity``/``identify``)

@@ -11,14 +11,14 @@ stacked on a leading joint axis); structural keys (profile kind, points, laws) a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import integrate, joints, laws, profiles
+from .. import contact, integrate, joints, laws, profiles
 from ..schema import NONNEGATIVE, POSITIVE, Param, Table
 from .. import spec as specmod
 from ..spec import SpecError
@@ -38,6 +38,18 @@ def _stiffness_rule(path, value):
     return None if ok else '"auto" or a positive number [N/m^n]'
 
 
+MAX_REGIONS_RANGE = (1, 64)
+
+
+def _max_regions_rule(path, value):
+    lo, hi = MAX_REGIONS_RANGE
+    if value == "auto":
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if lo <= value <= hi else f"is outside the allowed range [{lo}, {hi}] (or \"auto\")"
+    return f'expected "auto" or an integer in [{lo}, {hi}] (contact-region slots)'
+
+
 JOINT = Table("joint", (
     Param("journal_radius_m", 0.010, "journal (pin) radius R_J", range=POSITIVE,
           guard=(1.0, ">=", "the journal radius is in metres (10 mm = 0.01): " + _MM)),
@@ -49,7 +61,10 @@ PROFILE = Table("profile", (
     Param("method", "auto", "'analytic' circle, 'points' (the point method, any profile) or 'auto'",
           choices=("auto", "analytic", "points")),
     Param("n_points", 72, "profile points N (point method)", range=(8, 4096)),
-    Param("max_regions", 4, "contact-region slots K (1: one-pass deepest-region path)", range=(1, 64)),
+    Param("max_regions", "auto", "contact-region slots K: an integer in [1, 64] (1: one-pass deepest-region "
+          "path) or 'auto': 1 where every variant's bushing provably allows one region at a time (smallest radius "
+          "of curvature, less its discretisation error, above R_J; nothing concave), else the regions the "
+          "profile can hold, at most 4 (contact.region_bound)", check=_max_regions_rule),
     Param("refine", True, "parabolic sub-grid refinement of the deepest point"),
     Param("wear_depth_m", 0.0, "wear depth w (ellipse: added to the major semi-axis)", range=NONNEGATIVE),
     Param("wear_order", 2, "Fourier order k of the wear term w·½(1 + cos k(θ − θ_w))", range=(1, 1000)),
@@ -280,16 +295,57 @@ def joint_config(spec):
     n_points = pr["n_points"] if geom == "points" else 0
     if pr["kind"] == "measured":
         n_points = len(measured_points(spec, None)) if not n_points else n_points
-    return joints.JointConfig(geometry=geom, n_points=n_points,
-                              max_regions=pr["max_regions"] if geom == "points" else 1,
+    k, choice = pr["max_regions"], ""
+    if geom != "points":
+        k = 1
+    elif k == "auto":  # provisional: the full pass until sweep.plan has seen the profiles (resolve_config)
+        k, choice = contact.REGION_CAP, joints.AUTO_PENDING
+    return joints.JointConfig(geometry=geom, n_points=n_points, max_regions=k, regions_choice=choice,
                               refine=pr["refine"], normal_law=lw["normal"], friction=lw["friction"],
                               window=pr.get("window_points", 0) if geom == "points" else 0)
 
 
+def resolve_config(spec, cfg, p, acc, offset, names):
+    """``profile.max_regions = "auto"``: fold one block of variants into the decision (host).
+
+    ``p``: the mechanism's params of variants ``offset``, ``offset + 1``, ... (``p.joint.points``
+    (b, [J,] N, 2), the clearance joints ``names``); ``acc``: the ``contact.RegionBound`` of the
+    blocks before (None for the first).  Returns (cfg with ``joint.max_regions`` and
+    ``joint.regions_choice`` set from every block so far, the new acc).  ``sweep.plan`` calls it on
+    every block, so the slots are one static value for the whole sweep: 1 (``detect_deepest``)
+    when every profile of every variant and joint passes the curvature test of
+    ``contact.region_bound`` (ρ_min >= (1 + ``contact.REGION_MARGIN``)·R_J, nothing concave),
+    else that function's bound on the regions (2 to ``contact.REGION_CAP``).  An integer
+    ``profile.max_regions``, the circle geometry: cfg unchanged.
+    """
+    jc = cfg.joint
+    if jc.geometry != "points" or spec["profile"]["max_regions"] != "auto":
+        return cfg, acc
+    pts = np.asarray(p.joint.points, np.float64)
+    n = pts.shape[-2]
+    b = pts.shape[0]
+    pts = pts.reshape(-1, n, 2)
+    nj = pts.shape[0] // b
+    rj = np.broadcast_to(np.asarray(p.joint.journal_radius, np.float64).reshape(b, -1), (b, nj)).reshape(-1)
+    # variants sharing a profile (only non-profile keys swept) are tested once
+    key = np.concatenate([rj[:, None], pts.reshape(len(rj), -1)], axis=1)
+    _, first = np.unique(key, axis=0, return_index=True)
+    bound = contact.region_bound(pts[first], rj[first])
+    bound = replace(bound, worst=int(first[bound.worst]), count=len(rj))
+    acc = bound if acc is None else acc.merge(bound, offset * nj)
+    v, j = divmod(acc.worst, nj)
+    where = f"variant {v}" + (f", joint {names[j]!r}" if nj > 1 else "")
+    jc = replace(jc, max_regions=acc.slots, regions_choice=acc.reason(n, where))
+    return replace(cfg, joint=jc), acc
+
+
 def describe(jc: joints.JointConfig):
-    """summary.json entries of the joint configuration."""
+    """summary.json entries of the joint configuration (``max_regions_choice``: how the slots were
+    chosen, with ``profile.max_regions = "auto"``)."""
     out = {"geometry": jc.geometry, "n_points": jc.n_points, "max_regions": jc.max_regions,
            "normal_law": jc.normal_law, "friction": jc.friction}
+    if jc.regions_choice:
+        out["max_regions_choice"] = jc.regions_choice
     if jc.window:
         out["window_points"] = jc.window
     return out

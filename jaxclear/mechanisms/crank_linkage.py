@@ -215,9 +215,22 @@ class CrankLinkage:
         """The clearance joints of a configuration (the per-joint axis of outputs and columns)."""
         return self.joints[cfg.clearance_joint]
 
+    def joint_tree(self, p):
+        """The clearance joints' ``joints.JointParams`` in the params ``p`` (None: none)."""
+        return p.joint
+
     def joint_clearance(self, p):
         """Each variant's nominal radial clearance [m] ((B,) or (B, J)) for the penetration columns."""
-        return p.joint.clearance
+        jp = self.joint_tree(p)
+        return None if jp is None else jp.clearance
+
+    def resolve_config(self, spec, cfg, p, acc, offset):
+        """``profile.max_regions = "auto"``: the slots from every variant's profiles
+        (``_clearance.resolve_config``, called by ``sweep.plan`` block by block)."""
+        jp = self.joint_tree(p)
+        if jp is None:
+            return cfg, acc
+        return _clearance.resolve_config(spec, cfg, type("P", (), {"joint": jp})(), acc, offset, self.joint_names(cfg))
 
     def accel_of(self, cfg):
         """accel(cfg, p, q, v, aux, t) -> (a, memory, joint forces) of a configuration."""

@@ -291,8 +291,8 @@ class Linkage(crank_linkage.CrankLinkage):
     def output_channels(self, model):
         return output_channels(model)
 
-    def joint_clearance(self, p):
-        return p.fpm.joint.clearance if p.fpm.joint is not None else None
+    def joint_tree(self, p):
+        return p.fpm.joint
 
     def joint_names(self, cfg):
         return cfg.layout.clearance
