@@ -31,6 +31,13 @@ def markdown() -> str:
             out.append(f"With `clearance_joint = \"{_NAMED[name]['clearance_joint']}\"` each clearance joint may "
                        "override the float keys of `[joint]`, `[profile]` and `[laws]` in its own optional tables: "
                        + ", ".join(f"`[{p}]`" for p in extra) + ".\n")
+    # the linkage's tables follow the spec's names: one of each, with placeholder names
+    skel = {"points": {"<point>": {}}, "links": {"<link>": {}}, "bodies": {"<body>": {}},
+            "joints": {"<joint>": {"type": "clearance"}}}
+    sch = specmod.schema("linkage", {}, skel)
+    own = [t for p, t in sch.decl.items() if p not in ("sweep", "sampling")]
+    out.append(schema.reference_markdown(own, title='`model.mechanism = "linkage"` (one table per named point, link, '
+                                                    'body and joint; `<joint>` shown as a clearance joint)'))
     return "\n".join(out).rstrip() + "\n"
 
 

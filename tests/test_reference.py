@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from jaxclear import reference, schema, spec as specmod
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -18,5 +20,9 @@ def test_every_declared_key_is_in_the_reference_and_every_default_validates():
         sch = specmod.schema(name)
         for path, p in sch.params.items():
             assert f"| `{p.key}` |" in md, path
+        if getattr(schema.mechanism_module(name), "STRUCTURE", ()):  # a linkage needs its topology
+            with pytest.raises(specmod.SpecError, match="links"):
+                specmod.load({"model": {"mechanism": name}})
+            continue
         spec = specmod.load({"model": {"mechanism": name}})  # the declared defaults are a valid spec
         assert spec["model"]["mechanism"] == name
