@@ -402,6 +402,19 @@ def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointCo
                 fixed_rot.append(ends[0])
         else:
             raise LinkageError(f"joints.{name}.type = {kind!r}; allowed: ground, revolute, clearance, slider")
+    at = {}
+    for name, (pa, pb, _) in links.items():
+        at.setdefault(pa, []).append(name)
+        at.setdefault(pb, []).append(name)
+    for name, point in bodies.items():
+        at.setdefault(point, []).append(name)
+    for point, members in at.items():
+        together = [set(m) for kind, pt, m, _ in joints_.values() if pt == point]
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                if not any(a in g and b in g for g in together):
+                    raise LinkageError(f"{a!r} and {b!r} both end at point {point!r} but no joint there joins "
+                                       "them: add a revolute or clearance joint (or move one of them)")
     loose = [m for m in list(links) + list(bodies) if m not in joined]
     if loose:
         raise LinkageError(f"{loose[0]!r} is connected to nothing: add a joint at one of its points")

@@ -323,7 +323,15 @@ class Linkage(crank_linkage.CrankLinkage):
         return params(spec, cfg, flat, dtype, t_end)
 
     def check_params(self, spec, cfg, p, name):
-        """The bushings stay outside their journals; dt ≤ integrator.step_factor × the critical step."""
+        """Every link has a length; the bushings stay outside their journals; dt ≤
+        integrator.step_factor × the critical step."""
+        l0 = np.asarray(p.fpm.l0).reshape(-1, len(cfg.layout.topology.elements))
+        for link, idx in cfg.layout.elements:
+            bad = np.nonzero(~(l0[:, list(idx)] > 1e-9).all(axis=1))[0]
+            if len(bad):
+                a, b = dict(cfg.links)[link]
+                raise SpecError(f"links.{link}: points {a!r} and {b!r} coincide ({name(int(bad[0]))}): a link needs "
+                                "a length (check points.<name>.x_m, y_m)")
         if cfg.layout.clearance:
             _clearance.check_bushing(cfg.joint, jax.tree_util.tree_map(lambda x: np.asarray(x)[:, 0], p.fpm.joint), name)
         bound = fpm.critical_step(cfg.layout.topology, p.fpm, *fpm.element_shares(cfg.layout, p.fpm))
