@@ -15,7 +15,8 @@ import numpy as np  # noqa: E402
 
 
 def _label(col):
-    return col.replace("_", " ")
+    """'rod youngs modulus' from 'rod.youngs_modulus' (a linkage's entry and key)."""
+    return col.replace(".", " ").replace("_", " ")
 
 
 def pick_variants(table, n):
@@ -49,8 +50,9 @@ def _legend_outside(ax, below=False, **kw):
 
 
 def _num(v):
+    """Integers up to 1e6 as they are (3000 rpm), other values to 3 significant digits (2.07e+11)."""
     v = float(v)
-    return f"{v:.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+    return f"{v:.0f}" if 1000 <= abs(v) < 1e6 and v == round(v) else f"{v:.3g}"
 
 
 def sampling_note(t, save_every, block_max):
@@ -423,8 +425,9 @@ def _groups(table, keys):
     return [(tuple(u), np.nonzero(np.all(cols == u, axis=1))[0]) for u in uniq]
 
 
-_UNITS = (("_m_per_s2", "m/s²"), ("_m_per_s", "m/s"), ("_rad_per_s", "rad/s"), ("_rpm", "rpm"),
-          ("_N", "N"), ("_rad", "rad"), ("_m", "m"), ("_s", "s"))
+_UNITS = (("_m_per_s2", "m/s²"), ("_m_per_s", "m/s"), ("_rad_per_s2", "rad/s²"), ("_rad_per_s", "rad/s"),
+          ("_rpm", "rpm"), ("_Pa", "Pa"), ("_kg_m2", "kg·m²"), ("_kg", "kg"), ("_N", "N"), ("_rad", "rad"),
+          ("_deg", "°"), ("_m", "m"), ("_s", "s"))
 
 
 def _name_unit(col):
