@@ -274,6 +274,7 @@ def _figure(series, cases, path, b):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker  # noqa: F401
     fig, axes = plt.subplots(1, len(cases), figsize=(max(7.0, 5.2 * len(cases)), 4.8), squeeze=False)
     style = {"jaxclear": ("o", "-"), "numba-1thread": ("s", "--"), "numba-prange": ("^", ":")}
     colour = {"verlet_predicted": "C0", "leapfrog": "C3"}
@@ -284,6 +285,7 @@ def _figure(series, cases, path, b):
             d, ep, ei, tv = (np.array(x) for x in zip(*s))
             m, ls = style[impl]
             ax.loglog(tv * 1e6, ep, marker=m, ls=ls, color=colour[scheme], label=f"{impl}, {scheme}")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.axhline(TARGET, color="0.5", lw=0.8)
         ax.set_title(f"{case} (B = {b})")
         ax.set_xlabel("wall time per variant [µs]")
