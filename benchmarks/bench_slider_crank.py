@@ -335,7 +335,9 @@ def make_minimal_jax(n_steps, dt=1e-6):
 # ----------------------------------------------------------------------------- jaxclear
 def jax_config(n_steps, joint=None, outputs=(), save_every=None):
     se = save_every or next(s for s in (100, 50, 40, 25, 20, 10, 5, 4, 2, 1) if n_steps % s == 0)
-    kw = dict(dt=1e-6, n_saves=n_steps // se, save_every=se, outputs=outputs)
+    # the leapfrog, as the baselines below (the linkages' default is verlet_predicted: see
+    # bench_work_precision.py for both schemes against Numba at equal accuracy)
+    kw = dict(dt=1e-6, n_saves=n_steps // se, save_every=se, outputs=outputs, scheme="leapfrog")
     if joint is not None:
         kw["joint"] = joint
     return sc.Config(**kw)

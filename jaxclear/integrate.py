@@ -13,7 +13,23 @@ translates the others.
 Schemes (all one ``accel`` call per step except RK4):
   * ``"leapfrog"`` — kick-drift-kick Störmer–Verlet (Hairer, Lubich & Wanner 2003, eq. 1.7):
     v½ = v + h/2·a(q, v);  q⁺ = q + h·v½;  a⁺ = a(q⁺, v½);  v⁺ = v½ + h/2·a⁺.  Symplectic and
-    second order for conservative forces; velocity-dependent forces see the half-step velocity.
+    second order for conservative forces; velocity-dependent forces (contact damping δ̇,
+    friction on the slip velocity) see the half-step velocity v½ = v(t⁺) − h/2·a + O(h²), an
+    O(h) error in a⁺ that makes the scheme **first order** for them (measured: the Flores
+    first-impact peak and ``tests/test_integrate_order.py``).
+  * ``"verlet_predicted"`` — velocity Verlet with a predicted end-of-step velocity for the
+    force evaluation (the velocity-dependent forces of discrete-element codes are often
+    evaluated on such a predicted velocity; for conservative forces this is exactly the
+    Störmer–Verlet above, Hairer, Lubich & Wanner 2003):
+    v½ = v + h/2·a;  q⁺ = q + h·v½;  ṽ⁺ = v½ + h/2·a (= v + h·a, the explicit-Euler predictor
+    of v(t⁺), error O(h²));  a⁺ = a(q⁺, ṽ⁺);  v⁺ = v½ + h/2·a⁺.  One ``accel`` call per step;
+    second order for conservative forces (symplectic: it is the leapfrog) and for
+    velocity-dependent ones: the predictor's O(h²) error reaches v⁺ through h/2·a⁺ as O(h³)
+    per step, O(h²) globally — the velocity update is the trapezoidal rule with an
+    explicit-Euler predictor, as in Heun's method.  Measured orders: 2.0 on a damped
+    frictional impact (``tests/test_integrate_order.py``, leapfrog 1.0) and on the Flores
+    first-impact peak (``benchmarks/bench_work_precision.py``).  The default of the
+    crank-driven linkages.
   * ``"symplectic_euler"`` — v⁺ = v + h·a(q, v), q⁺ = q + h·v⁺ (first order).
   * ``"rk4"`` — classical Runge–Kutta on (q, v), four ``accel`` calls per step.
   * ``"moreau_midpoint"`` — drift-kick-drift (Moreau 1988; Jean 1999): q½ = q + h/2·v;
@@ -32,8 +48,15 @@ with ``stage``): the model's ``kinematics``, ``contact_detection``, ``contact_la
 TensorBoard) or the lowered HLO's op names show where a step's time goes.
 
 Stability: for a contact of linearised stiffness k_c on mass m (ω_c = √(k_c/m)) the schemes are
-stable for ω_c·dt < 2 (leapfrog, symplectic Euler) and ω_c·dt < 2.785 (RK4); see
-``stability_bound``.
+stable for ω_c·dt < 2 (leapfrog, verlet_predicted, symplectic Euler) and ω_c·dt < 2.785 (RK4)
+without damping; see ``stability_bound``.  With a viscous damping ratio ζ (ẍ = −ω²x − 2ζωẋ)
+the spectral radius of the step's map on (x, v, a) stays ≤ 1 for
+  leapfrog:          ω·dt ≤ 2(√(1 + ζ²) − ζ)      (≈ 2 − 2ζ)
+  verlet_predicted:  ω·dt ≤ 2(√(1 + 4ζ²) − 2ζ)    (≈ 2 − 4ζ)
+(closed forms read off the eigenvalues of the step's 3×3 amplification matrix and checked
+against them on ζ ∈ [0, 1], ``tests/test_integrate_order.py``): the predictor doubles the damping's effect on the bound.
+A hysteresis law F = Kδⁿ(1 + χ δ̇/δ̇⁻) has ζ = χ·√((n+1)/(8n)) at the deepest penetration of
+an impact (χ/√4.8 for n = 1.5; ζ = 0.065 at e = 0.9 for Lankarani–Nikravesh: bound 1.76).
 """
 
 from __future__ import annotations
@@ -46,10 +69,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-SCHEMES = ("leapfrog", "symplectic_euler", "rk4", "moreau_midpoint")
+SCHEMES = ("verlet_predicted", "leapfrog", "symplectic_euler", "rk4", "moreau_midpoint")
 STAGES = ("kinematics", "contact_detection", "contact_laws", "equations_of_motion",
           "integrator_update", "metrics_reduce", "history_save")
-_OMEGA_DT_MAX = {"leapfrog": 2.0, "symplectic_euler": 2.0, "rk4": 2.785, "moreau_midpoint": 2.0}
+# ω·dt bounds without damping; ``_DAMPED`` the damping ratio's effect where derived (module docstring)
+_OMEGA_DT_MAX = {"verlet_predicted": 2.0, "leapfrog": 2.0, "symplectic_euler": 2.0, "rk4": 2.785,
+                 "moreau_midpoint": 2.0}
+_DAMPED = {"leapfrog": lambda z: 2.0 * (jnp.sqrt(1.0 + z * z) - z),
+           "verlet_predicted": lambda z: 2.0 * (jnp.sqrt(1.0 + 4.0 * z * z) - 2.0 * z)}
 
 
 class State(NamedTuple):
@@ -76,11 +103,21 @@ def state_type(name, fields, optional=(), doc=""):
     return jax.tree_util.register_dataclass(cls, data_fields=fields, meta_fields=[])
 
 
-def stability_bound(scheme: str, stiffness_lin, mass):
-    """Largest stable dt [s] for a linear oscillator of stiffness k [N/m] and mass m [kg]."""
+def stability_bound(scheme: str, stiffness_lin, mass, damping_ratio=0.0):
+    """Largest stable dt [s] for a linear oscillator of stiffness k [N/m] and mass m [kg] with
+    viscous damping ratio ζ (``damping_ratio``; the leapfrog's and verlet_predicted's bounds
+    fall with ζ, module docstring; the other schemes' are their undamped ones)."""
     if scheme not in _OMEGA_DT_MAX:
         raise ValueError(f"integrator.scheme = {scheme!r}; allowed: {', '.join(SCHEMES)}")
-    return _OMEGA_DT_MAX[scheme] / jnp.sqrt(stiffness_lin / mass)
+    w_dt = _DAMPED[scheme](jnp.asarray(damping_ratio)) if scheme in _DAMPED else _OMEGA_DT_MAX[scheme]
+    return w_dt / jnp.sqrt(stiffness_lin / mass)
+
+
+def hysteresis_damping_ratio(chi, exponent=1.5):
+    """The damping ratio ζ = χ·√((n+1)/(8n)) of F = Kδⁿ(1 + χ δ̇/δ̇⁻) linearised at the deepest
+    penetration of an impact (k = nKδⁿ⁻¹, c = χKδⁿ/δ̇⁻, ½mδ̇⁻² = Kδⁿ⁺¹/(n+1)): independent of K,
+    m and the impact velocity, and the largest ζ over the impact (it grows with δ)."""
+    return chi * jnp.sqrt((exponent + 1.0) / (8.0 * exponent))
 
 
 def steps_and_saves(t_end: float, dt: float, save_every: int) -> tuple[int, int]:
@@ -114,7 +151,8 @@ def _axpy(v, c, a):
 def make_step(scheme: str, accel: Callable, drift: Callable | None, dt: float):
     """Return ``step(params, state, i) -> (state, out)`` advancing from t_i = i·dt to t_{i+1}.
 
-    ``out`` is the model output at t_{i+1} for leapfrog / symplectic Euler, at t_i for RK4 and
+    ``out`` is the model output at t_{i+1} for leapfrog / verlet_predicted (with the predicted
+    velocity ṽ⁺ the force saw), at t_i for symplectic Euler and RK4 and
     at t_i + h/2 for the Moreau midpoint scheme.  ``drift`` None: ``drift`` of this module.
     """
     h = dt
@@ -127,6 +165,16 @@ def make_step(scheme: str, accel: Callable, drift: Callable | None, dt: float):
                 vh = _axpy(s.v, 0.5 * h, s.a)
                 q1 = drift(s.q, vh, h)
             a1, aux1, out = accel(params, q1, vh, s.aux, _time(i + 1, h, s.q))
+            with stage("integrator_update"):
+                v1 = _axpy(vh, 0.5 * h, a1)
+            return State(q1, v1, a1, aux1), out
+    elif scheme == "verlet_predicted":
+        def step(params, s: State, i):
+            with stage("integrator_update"):
+                vh = _axpy(s.v, 0.5 * h, s.a)
+                q1 = drift(s.q, vh, h)
+                v_pred = _axpy(vh, 0.5 * h, s.a)  # = v + h·a: Euler predictor of v(t⁺)
+            a1, aux1, out = accel(params, q1, v_pred, s.aux, _time(i + 1, h, s.q))
             with stage("integrator_update"):
                 v1 = _axpy(vh, 0.5 * h, a1)
             return State(q1, v1, a1, aux1), out

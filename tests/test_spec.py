@@ -73,7 +73,7 @@ def _error(spec):
     ({"model": {"rod_length_m": 0.04}}, ["model.rod_length_m = 0.04", "must exceed model.crank_length_m = 0.05"]),
     ({"laws": {"friction_v0_m_per_s": 1e-2}}, ["laws.friction_v1_m_per_s", "must exceed laws.friction_v0_m_per_s = 0.01"]),
     ({"integrator": {"dt_s": 1e-4, "t_end_s": 1e-3}}, ["integrator.dt_s = 0.0001", "exceeds the stability bound",
-                                                       "leapfrog"]),
+                                                       "verlet_predicted"]),
     ({"integrator": {"t_end_s": -1.0}}, ["integrator.t_end_s = -1.0", "allowed range [0, inf]"]),
     ({"sampling": {"n": 4}, "integrator": {"t_end_s": 1e-4},
       "axes": {"joint.clearance_m": {"normal": [1e-5, 1e-3]}}}, ["joint.clearance_m = -", "allowed range", "variant"]),

@@ -100,7 +100,9 @@ def test_four_bar_sensitivity_matches_central_differences():
     f = jax.jit(S.metric_function(sp, pl, keys))
     x0 = np.array([5e-4, 0.9])
     i = res["metric_names"].index("smooth_peak_contact_force_N")
-    assert float(f(jnp.asarray(x0), {})[i]) == pytest.approx(res["metrics"]["smooth_peak_contact_force_N"][0], rel=1e-12)
+    # the same primal from two compilations (with and without tangents, fused differently):
+    # round-off over 2000 steps, 2.6e-12 measured with verlet_predicted (the leapfrog's < 1e-12)
+    assert float(f(jnp.asarray(x0), {})[i]) == pytest.approx(res["metrics"]["smooth_peak_contact_force_N"][0], rel=1e-11)
     for j, k in enumerate(keys):
         h = 1e-4 * x0[j]
         e = np.zeros(2)

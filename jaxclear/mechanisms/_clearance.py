@@ -207,7 +207,7 @@ class ClearanceConfig:
     """
 
     joint: joints.JointConfig = field(default_factory=joints.JointConfig)
-    scheme: str = "leapfrog"
+    scheme: str = "verlet_predicted"  # crank_linkage.DEFAULT_SCHEME
     dt: float = 1e-6
     n_saves: int = 100
     save_every: int = 100

@@ -26,10 +26,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import integrate, metrics
+from .. import integrate, laws, metrics
 from .. import spec as specmod
 from .._math import safe_norm
 from . import _clearance, declared
+
+# The default scheme of the crank linkages: their contact damping and friction depend on the
+# velocity, under which the leapfrog is first order and verlet_predicted second (``integrate``).
+DEFAULT_SCHEME = "verlet_predicted"
 
 # Per-joint channels every crank linkage saves (one entry per clearance joint).
 JOINT_CHANNELS = {
@@ -160,7 +164,7 @@ class CrankLinkage:
         """[model], the clearance-joint tables (each joint's own with several), [integrator], [outputs]."""
         names = self.joints.get(model.get("clearance_joint", self.default_joint), self.joints[self.default_joint])
         return [self.model, *_clearance.joint_tables(names, profile=self.profile),
-                _clearance.crank_integrator(integrate.SCHEMES, "leapfrog", **(self.integrator or {})),
+                _clearance.crank_integrator(integrate.SCHEMES, DEFAULT_SCHEME, **(self.integrator or {})),
                 specmod.outputs_table(self.OUTPUT_CHANNELS, self.default_outputs)]
 
     validate_spec = staticmethod(_clearance.validate_spec)
@@ -193,10 +197,12 @@ class CrankLinkage:
                             joint=_clearance.joints_params(spec, cfg.joint, flat, dtype, self.joint_names(cfg)))
         return p._replace(steady_start=jnp.asarray(self.steady_start(spec, p, t_end), dtype))
 
-    def stability_dt(self, p, scheme, clearance_joint=None):
+    def stability_dt(self, p, scheme, clearance_joint=None, normal_law=None):
         """Conservative stable dt [s] per variant: the linearised Hertz stiffness k = n K δ^(n−1)
         at the penetration δ reached when the effective mass m hits at the crank-pin speed r·ω
-        (½ m v² = K δ^(n+1)/(n+1)), ω_c = √(k/m) (``integrate.stability_bound``)."""
+        (½ m v² = K δ^(n+1)/(n+1)), ω_c = √(k/m) (``integrate.stability_bound``); with a
+        hysteresis ``normal_law`` its damping ratio there (``integrate.hysteresis_damping_ratio``)
+        lowers the bound of the leapfrog and verlet_predicted."""
         jp = p.joint
         m = self.effective_mass(p, clearance_joint or self.default_joint)
         v = p.crank_length * p.crank_speed
@@ -204,12 +210,17 @@ class CrankLinkage:
         if K.ndim > m.ndim:  # two joints: take the stiffer
             K, n = jnp.max(K, axis=-1), jnp.max(n, axis=-1)
         delta = (0.5 * m * v * v * (n + 1) / K) ** (1.0 / (n + 1))
-        return integrate.stability_bound(scheme, n * K * delta ** (n - 1), m)
+        zeta = 0.0
+        if normal_law in laws.HYSTERESIS_MODELS:
+            e = jp.restitution if jp.restitution.ndim == m.ndim else jnp.min(jp.restitution, axis=-1)
+            zeta = integrate.hysteresis_damping_ratio(laws.hysteresis_factor(normal_law, e), n)
+        return integrate.stability_bound(scheme, n * K * delta ** (n - 1), m, zeta)
 
     def check_params(self, spec, cfg, p, name):
         """The bushing stays outside the journal; dt is under the stability bound."""
         _clearance.check_bushing(cfg.joint, p.joint, name)
-        _clearance.check_dt(cfg, np.asarray(self.stability_dt(p, cfg.scheme, cfg.clearance_joint)), name)
+        _clearance.check_dt(cfg, np.asarray(self.stability_dt(p, cfg.scheme, cfg.clearance_joint,
+                                                                  cfg.joint.normal_law)), name)
 
     def joint_names(self, cfg):
         """The clearance joints of a configuration (the per-joint axis of outputs and columns)."""
