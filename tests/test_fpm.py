@@ -64,6 +64,11 @@ def test_cantilever_tip_load_gives_PL3_over_3EI(n):
     # the end slope PL²/(2EI) is the tip particle's rotation
     theta = np.arctan2(float(s.q.rotations[-1, 1]), float(s.q.rotations[-1, 0]))
     assert abs(-theta / (P * L ** 2 / (2 * E * IZ)) - 1.0) < 1e-4
+    # the bending moment is P·(L − x) along the beam: P·L at the root, 0 at the tip
+    _, Ma, Mb, _, _ = fpm.element_forces(topo, p, s.q)
+    x = np.arange(n) * L / n
+    np.testing.assert_allclose(np.abs(np.asarray(Ma)), P * (L - x), rtol=1e-3, atol=1e-4 * P * L)
+    assert abs(float(Mb[-1])) < 1e-4 * P * L
 
 
 def test_cantilever_under_its_weight_converges_to_wL4_over_8EI():

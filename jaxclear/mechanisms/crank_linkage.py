@@ -94,6 +94,7 @@ class Result(NamedTuple):
     history: dict
     q: object
     v: object
+    peaks: object = None  # (K,) running maxima of ``step_peaks`` (None: the mechanism has none)
 
 
 @dataclass(frozen=True, eq=False)
@@ -282,7 +283,7 @@ class CrankLinkage:
                           stacklevel=4)
 
     # ------------------------------------------------------------------ simulation
-    def _outputs(self, cfg, q, v, a, jfs):
+    def _outputs(self, cfg, q, v, a, jfs, p=None):
         per = lambda f: jnp.stack([f(j) for j in jfs]).astype(q.crank.dtype)  # one entry per joint
         ch = {}
         for k in cfg.outputs:
@@ -310,7 +311,7 @@ class CrankLinkage:
         s0 = integrate.State(q0, v0, a0, aux0)
         per = lambda jfs, f: jnp.stack([f(j) for j in jfs])
 
-        def reduce(acc, out, i):
+        def reduce_metrics(acc, out, i):
             a, jfs, q, v, t = out
             ovf = per(jfs, lambda j: j.window_overflow) if cfg.joint.window else None
             return metrics.update(acc, per(jfs, lambda j: safe_norm(j.force)), self.acc_value(cfg, q, v, a),
@@ -319,20 +320,38 @@ class CrankLinkage:
                                   cfg.min_continuous_steps, window_overflow=ovf,
                                   penetration=per(jfs, lambda j: jnp.max(j.depth)))
 
+        n_peaks = len(self.peak_names(cfg))
+        if n_peaks:  # the mechanism's own running maxima ride beside the metrics
+            def reduce(acc_pk, out, i):
+                return reduce_metrics(acc_pk[0], out, i), jnp.maximum(acc_pk[1], self.step_peaks(cfg, p, out[2]))
+        else:
+            reduce = reduce_metrics
+
         def save(out):
             a, jfs, q, v, t = out
-            return self._outputs(cfg, q, v, a, jfs)
+            return self._outputs(cfg, q, v, a, jfs, p=p)
 
         def block_max(out):
             # the contact force's maximum over each save block: the impact peaks between samples
             return {"contact_force_block_max_N": per(out[1], lambda j: safe_norm(j.force))}
 
         acc0 = metrics.init(cfg.n_joints, dtype)
+        if n_peaks:
+            acc0 = (acc0, jnp.zeros(n_peaks, dtype))
         s, acc, hist = integrate.simulate(step, p, s0, acc0, reduce, cfg.n_saves, cfg.save_every,
                                           save=save if cfg.outputs else None, checkpoint=cfg.checkpoint,
                                           block_max=block_max if "contact_force_N" in cfg.outputs else None)
+        acc, peaks = acc if n_peaks else (acc, None)
         acc = metrics.finalize(acc, cfg.min_continuous_steps)
-        return Result(acc, hist if hist is not None else {}, s.q, s.v)
+        return Result(acc, hist if hist is not None else {}, s.q, s.v, peaks)
+
+    def peak_names(self, cfg):
+        """metrics.csv columns of the mechanism's own running maxima (``step_peaks``; none here)."""
+        return ()
+
+    def step_peaks(self, cfg, p, q):
+        """The quantities whose maxima over every step ``peak_names`` reports (per step)."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ study and metrics
     @property
@@ -405,6 +424,9 @@ class CrankLinkage:
                                clearance=None if c is None else np.asarray(c)[:n_real])
         if cfg.joint.window:
             out["window_overflow_steps"] = acc.window_overflow_steps.sum(axis=1)
+        if res.peaks is not None:
+            for k, name in enumerate(self.peak_names(cfg)):
+                out[name] = np.asarray(res.peaks)[:n_real, k]
         finite = lambda tree: np.all([np.isfinite(np.asarray(x)[:n_real]).reshape(n_real, -1).all(axis=1)
                                       for x in jax.tree_util.tree_leaves(tree)], axis=0)
         out["finite"] = acc.finite & finite(res.q) & finite(res.v)

@@ -107,13 +107,16 @@ def tables(model):
 
 
 def output_channels(model):
-    """Per clearance joint, the crank angle, per link (chord) angle, rate and acceleration, per
-    point and body position, per body velocity and acceleration."""
+    """Per clearance joint, the crank angle, per link (chord) angle, rate, acceleration, largest
+    bending moment and axial force, per point and body position, per body velocity and
+    acceleration."""
     skel = {t: model.get(t, {}) for t in STRUCTURE}
     ch = {"crank_angle_rad": "crank angle θ", **{k: d for k, (d, _) in crank_linkage.JOINT_CHANNELS.items()}}
     for n in skel["links"]:
         ch.update({f"{n}_angle_rad": f"{n} chord angle", f"{n}_angular_velocity_rad_per_s": f"{n} chord rate",
-                   f"{n}_angular_acceleration_rad_per_s2": f"{n} chord angular acceleration"})
+                   f"{n}_angular_acceleration_rad_per_s2": f"{n} chord angular acceleration",
+                   f"{n}_bending_moment_N_m": f"{n}: largest |M| over its elements' ends",
+                   f"{n}_axial_force_N": f"{n}: largest |N| over its elements"})
     for p in skel["points"]:
         ch.update({f"{p}_x_m": f"point {p} x", f"{p}_y_m": f"point {p} y"})
     for b in skel["bodies"]:
@@ -260,6 +263,17 @@ def params(spec, cfg: Config, flat, dtype, t_end):
     return Params(**m, steady_start=jnp.asarray(steady, dtype), fpm=pf, ideal=pi)
 
 
+def _link_loads(cfg, pf, q):
+    """Per link (cfg.links order): the largest |M| over its elements' ends [N·m] and the largest
+    |N| over its elements [N] at this configuration."""
+    N, Ma, Mb, _, _ = fpm.element_forces(cfg.layout.topology, pf, q)
+    m = jnp.maximum(jnp.abs(Ma), jnp.abs(Mb))
+    idx = dict(cfg.layout.elements)
+    bend = jnp.stack([jnp.max(m[np.asarray(idx[n])]) for n, _ in cfg.links])
+    axial = jnp.stack([jnp.max(jnp.abs(N)[np.asarray(idx[n])]) for n, _ in cfg.links])
+    return bend, axial
+
+
 def _link_nodes(layout, name):
     parts = layout.particles(name)
     return parts[0][0], parts[-1][0]
@@ -355,7 +369,16 @@ class Linkage(crank_linkage.CrankLinkage):
         return (2.0 * cfg.n_saves * max(1, len(cfg.outputs)) * max(1, cfg.n_joints) * item
                 + 64 * (topo.n_nodes + topo.n_rotations + len(topo.elements)) * item + 16384)
 
-    def _outputs(self, cfg, q, v, a, jfs):
+    def peak_names(self, cfg):
+        """Per link: the largest |bending moment| and |axial force| over its elements and the run."""
+        names = [n for n, _ in cfg.links]
+        return tuple(f"peak_bending_moment_{n}_N_m" for n in names) + tuple(f"peak_axial_force_{n}_N" for n in names)
+
+    def step_peaks(self, cfg, p, q):
+        bend, axial = _link_loads(cfg, p.fpm, q)
+        return jnp.concatenate([bend, axial])
+
+    def _outputs(self, cfg, q, v, a, jfs, p=None):
         out = {}
         lay = cfg.layout
         dtype = q.nodes.dtype
@@ -365,6 +388,11 @@ class Linkage(crank_linkage.CrankLinkage):
             elif k == "crank_angle_rad":
                 pair = q.rotations[lay.topology.driven[0]]
                 out[k] = jnp.arctan2(pair[1], pair[0])
+            elif k.endswith(("_bending_moment_N_m", "_axial_force_N")):
+                bend, axial = _link_loads(cfg, p.fpm, q)
+                names = [n for n, _ in cfg.links]
+                link = k[: -len("_bending_moment_N_m")] if k.endswith("_bending_moment_N_m") else k[: -len("_axial_force_N")]
+                out[k] = (bend if k.endswith("_bending_moment_N_m") else axial)[names.index(link)]
             else:
                 out[k] = self._named_channel(cfg, k, q, v, a)
         return out
