@@ -111,7 +111,7 @@ def output_channels(model):
     bending moment and axial force, per point and body position, per body velocity and
     acceleration."""
     skel = {t: model.get(t, {}) for t in STRUCTURE}
-    ch = {"crank_angle_rad": "crank angle θ", **{k: d for k, (d, _) in crank_linkage.JOINT_CHANNELS.items()}}
+    ch = {"crank_angle_rad": "crank angle θ from +x (its drawn angle at t = 0)", **{k: d for k, (d, _) in crank_linkage.JOINT_CHANNELS.items()}}
     for n in skel["links"]:
         ch.update({f"{n}_angle_rad": f"{n} chord angle", f"{n}_angular_velocity_rad_per_s": f"{n} chord rate",
                    f"{n}_angular_acceleration_rad_per_s2": f"{n} chord angular acceleration",
@@ -263,6 +263,12 @@ def params(spec, cfg: Config, flat, dtype, t_end):
     return Params(**m, steady_start=jnp.asarray(steady, dtype), fpm=pf, ideal=pi)
 
 
+def _crank_of(cfg):
+    """The driven link's name (the link whose particle is the driven rotation)."""
+    r = cfg.layout.topology.driven[0]
+    return next(n for n, parts in cfg.layout.link_particles if any(rr == r for _, rr in parts))
+
+
 def _link_loads(cfg, pf, q):
     """Per link (cfg.links order): the largest |M| over its elements' ends [N·m] and the largest
     |N| over its elements [N] at this configuration."""
@@ -385,8 +391,9 @@ class Linkage(crank_linkage.CrankLinkage):
         for k in cfg.outputs:
             if k in crank_linkage.JOINT_CHANNELS:
                 out[k] = jnp.stack([crank_linkage.JOINT_CHANNELS[k][1](j) for j in jfs]).astype(dtype)
-            elif k == "crank_angle_rad":
-                pair = q.rotations[lay.topology.driven[0]]
+            elif k == "crank_angle_rad":  # the driven particle turned from the crank's drawn angle
+                e = dict(lay.elements)[_crank_of(cfg)][0]
+                pair = fpm._rotate(q.rotations[lay.topology.driven[0]], p.fpm.offsets[e, 0])
                 out[k] = jnp.arctan2(pair[1], pair[0])
             elif k.endswith(("_bending_moment_N_m", "_axial_force_N")):
                 bend, axial = _link_loads(cfg, p.fpm, q)
