@@ -148,6 +148,18 @@ def bore_boundaries(spec, table, idx, axis_paths=()):
     return {i: (np.append(b[k, :, 0], b[k, 0, 0]), np.append(b[k, :, 1], b[k, 0, 1])) for k, i in enumerate(idx)}
 
 
+def joint_clearance(spec, table, joint):
+    """Each variant's radial clearance [m] of clearance joint ``joint``: its own swept or given
+    value (``joints.<joint>.clearance_m``, column ``<joint>.clearance_m``), else the shared one
+    (column ``clearance_m`` or ``joint.clearance_m``)."""
+    n = len(next(iter(table.values())))
+    for col in (f"{joint}.clearance_m", "clearance_m"):
+        if col in table:
+            return np.asarray(table[col], float)
+    own = (spec.get("joints", {}).get(joint) or {}).get("clearance_m") if isinstance(spec.get("joints"), dict) else None
+    return np.full(n, float(own if own is not None else spec["joint"]["clearance_m"]))
+
+
 def orbits(ax, hists, idx, table, clearance=None, joint=0, axes=(), bores=None):
     """Journal-centre orbits in the bearing frame, normalised by the clearance; each variant's own
     bore limit (``bore_boundaries``) dashed in its colour, else the clearance circle."""
@@ -373,7 +385,8 @@ def sweep_plots(outdir, table, summary, hists, t, spec, amplified=("contact_forc
         jn = (summary.get("joints") or [summary.get("clearance_joint", "")])[0]
         tt = np.asarray(t, float)
         dts = float(tt[1] - tt[0]) if tt.size > 1 else float(tt[0])
-        fig = orbit_figure(hists, idx, table, clearance, axes=axes, bores=bores,
+        tab = {**table, "clearance_m": joint_clearance(spec, table, jn)}  # the plotted joint's own
+        fig = orbit_figure(hists, idx, tab, clearance, axes=axes, bores=bores,
                            title=f"{name}: journal-centre orbits / clearance" + (f" ({jn} joint)" if jn else ""),
                            note=f"orbit points every {save_every} steps ({dts * 1e6:.3g} µs): straight segments "
                                 "are the sampling, not the motion")

@@ -111,3 +111,12 @@ def test_orbit_legend_sits_under_the_axes_without_a_blank_band(worn):
     assert leg.y1 < xlab.y0 and xlab.y0 - leg.y1 < 10          # pixels (display units)
     assert note.y1 < leg.y0 and leg.y0 - note.y1 < 15
     plots.plt.close(fig)
+
+
+def test_orbits_are_normalised_by_the_plotted_joints_own_clearance():
+    from jaxclear import plots
+    spec = {"joint": {"clearance_m": 2.5e-4}, "joints": {"D": {"clearance_m": 1e-4}}}
+    table = {"D.clearance_m": np.array([1e-4, 5e-4]), "finite": np.array([True, True])}
+    np.testing.assert_array_equal(plots.joint_clearance(spec, table, "D"), [1e-4, 5e-4])
+    np.testing.assert_array_equal(plots.joint_clearance(spec, {"finite": np.ones(2, bool)}, "D"), [1e-4, 1e-4])
+    np.testing.assert_array_equal(plots.joint_clearance(spec, {"finite": np.ones(2, bool)}, "B"), [2.5e-4, 2.5e-4])
