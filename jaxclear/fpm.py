@@ -529,3 +529,75 @@ def element_shares(layout: Layout, p: Params):
                 m[..., e, side] = pm[..., nd] * share / count[nd]
                 J[..., e, side] = pj[..., rr] * share
     return m, J
+
+
+def rigid_velocities(layout: Layout, ideal: Layout, p: Params, omega):
+    """Every particle's velocity in the rigid, ideal mechanism with the driven rotations at rate
+    ``omega`` [rad/s] (traceable): each link or body moves rigidly, (v_m, ω_m) about its first
+    particle, and the least-squares solution of the joints' velocity constraints — particles
+    joined in the ideal layout ``ideal`` (clearance joints as pins) move together, ground nodes
+    rest, slider nodes move along their guides, fixed rotations do not turn, driven ones turn at
+    ω — gives the start of a run at speed.  Returns ``Coordinates`` of ``layout``'s nodes and
+    rotations (a clearance joint's journal and bearing start at the same velocity: centred)."""
+    members = [parts for _, parts in layout.link_particles] + [(b,) for _, b in layout.bodies]
+    x0 = p.x0
+    n_m = len(members)
+    rows, rhs = [], []
+
+    def vel_row(m, k, comp):
+        """Coefficients of the particle's velocity component ``comp`` in the member unknowns."""
+        node, rot = members[m][k]
+        d = x0[node] - x0[members[m][0][0]]
+        r = jnp.zeros(3 * n_m, x0.dtype)
+        r = r.at[3 * m + comp].set(1.0)
+        return r.at[3 * m + 2].set(-d[1] if comp == 0 else d[0])  # ω × d = (−ω d_y, ω d_x)
+
+    where = {}  # ideal node -> [(member, particle index)]
+    rot_member = {}
+    for m, parts in enumerate(members):
+        for k, (node, rot) in enumerate(parts):
+            where.setdefault(_ideal_node(ideal, rot), []).append((m, k))
+            rot_member[rot] = m
+    zero = jnp.zeros((), x0.dtype)
+    for node, group in where.items():
+        (m0, k0), rest = group[0], group[1:]
+        for m, k in rest:
+            for c in (0, 1):
+                rows.append(vel_row(m, k, c) - vel_row(m0, k0, c))
+                rhs.append(zero)
+        if node in ideal.topology.ground:
+            for c in (0, 1):
+                rows.append(vel_row(m0, k0, c))
+                rhs.append(zero)
+    for node, g in ideal.topology.sliders:
+        m, k = where[node][0]
+        n = perp(p.guides[g])
+        rows.append(n[0] * vel_row(m, k, 0) + n[1] * vel_row(m, k, 1))
+        rhs.append(zero)
+    for rot in ideal.topology.fixed_rotations:
+        rows.append(jnp.zeros(3 * n_m, x0.dtype).at[3 * rot_member[rot] + 2].set(1.0))
+        rhs.append(zero)
+    for rot in ideal.topology.driven:
+        rows.append(jnp.zeros(3 * n_m, x0.dtype).at[3 * rot_member[rot] + 2].set(1.0))
+        rhs.append(jnp.asarray(omega, x0.dtype))
+    A, b = jnp.stack(rows), jnp.stack(rhs)
+    u = jnp.linalg.lstsq(A, b)[0]
+    topo = layout.topology
+    v_nodes = jnp.zeros((topo.n_nodes, 2), x0.dtype)
+    w = jnp.zeros(topo.n_rotations, x0.dtype)
+    for m, parts in enumerate(members):
+        for k, (node, rot) in enumerate(parts):
+            v_nodes = v_nodes.at[node].set(jnp.stack([vel_row(m, k, 0) @ u, vel_row(m, k, 1) @ u]))
+            w = w.at[rot].set(u[3 * m + 2])
+    return Coordinates(nodes=v_nodes, rotations=w)
+
+
+def _ideal_node(ideal: Layout, rot):
+    for _, parts in ideal.link_particles:
+        for nd, r in parts:
+            if r == rot:
+                return nd
+    for _, (nd, r) in ideal.bodies:
+        if r == rot:
+            return nd
+    raise KeyError(rot)

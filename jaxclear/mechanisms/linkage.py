@@ -85,7 +85,7 @@ def _joint(name, kind):
         Param("point", "", "the point it sits at"),
         Param("members", [], "links/bodies it joins (clearance: [journal, bearing])", items=str),
         Param("rotation", "free", "slider: the member's rotation", choices=("free", "fixed")),
-        Param("direction_deg", 0.0, "slider: guide direction from +x"),
+        Param("direction_deg", 0.0, "slider: guide direction from +x (required for a slider)", optional=True),
     ) + own, doc=f"joint {name!r}")
 
 
@@ -193,6 +193,10 @@ def validate_spec(spec):
         raise SpecError(f"model.crank = {m['crank']!r}: not a link; declared: {', '.join(spec['links'])}")
     _clearance.validate_spec(spec)
     for n, d in spec.get("joints", {}).items():
+        if d["type"] == "slider" and "direction_deg" not in d:
+            raise SpecError(f"joints.{n}: a slider needs its guide direction, joints.{n}.direction_deg (0: along +x)")
+        if d["type"] != "slider" and "direction_deg" in d:
+            raise SpecError(f"joints.{n}.direction_deg: only a slider has a guide (joints.{n}.type = {d['type']!r})")
         if d["type"] == "clearance" and len(d["members"]) != 2:
             raise SpecError(f"joints.{n}.members = {d['members']!r}: a clearance joint has [journal, bearing]")
     _assemble(spec, _clearance.joint_config(spec))
@@ -425,7 +429,12 @@ class Linkage(crank_linkage.CrankLinkage):
 
 
 def _initial_state(cfg, p):
-    return fpm.initial_state(cfg.layout.topology, p.fpm)
+    """At rest with a ramp (model.ramp_time_s > 0); at speed without one: every particle at the
+    rigid ideal mechanism's velocity with the crank at ω (``fpm.rigid_velocities``)."""
+    q, v, aux = fpm.initial_state(cfg.layout.topology, p.fpm)
+    v_speed = fpm.rigid_velocities(cfg.layout, cfg.ideal, p.fpm, p.crank_speed)
+    v = jax.tree_util.tree_map(lambda a, b: jnp.where(p.ramp_time > 0, a, b), v, v_speed)
+    return q, v, aux
 
 
 def _end_force(topo, p, q, node, rot):
@@ -434,6 +443,12 @@ def _end_force(topo, p, q, node, rot):
     fa = fpm.element_end_forces(topo, p, q)
     own_a, own_b = np.nonzero(ra == rot)[0], np.nonzero(rb == rot)[0]
     return jnp.sum(fa[own_a], axis=0) - jnp.sum(fa[own_b], axis=0)
+
+
+def _twin_start(cfg, p):
+    q0, v0, aux0 = fpm.initial_state(cfg.ideal.topology, p.ideal)
+    v_speed = fpm.rigid_velocities(cfg.ideal, cfg.ideal, p.ideal, p.crank_speed)
+    return q0, jax.tree_util.tree_map(lambda a, b: jnp.where(p.ramp_time > 0, a, b), v0, v_speed), aux0
 
 
 def _twin_peaks(p: Params, t_end, steady_start, n_samples=0, cfg: Config = None):
@@ -449,7 +464,7 @@ def _twin_peaks(p: Params, t_end, steady_start, n_samples=0, cfg: Config = None)
         nj, rj, _, _ = cfg.layout.topology.clearance[members[j]]
         ends.append((j, _ideal_particle(cfg, rj)))
     step = fpm.make_step(topo, cfg.dt, cfg.scheme)
-    q0, v0, aux0 = fpm.initial_state(topo, pi)
+    q0, v0, aux0 = _twin_start(cfg, p)
     s0 = integrate.State(q0, v0, fpm._accel_out(topo, pi, q0, v0, aux0, 0.0)[0], aux0)
     dtype = q0.nodes.dtype
     k = len(ends) + 1
