@@ -388,6 +388,13 @@ class Linkage(crank_linkage.CrankLinkage):
         bend, axial = _link_loads(cfg, p.fpm, q)
         return jnp.concatenate([bend, axial])
 
+    def plots(self, outdir, spec, table, summary, hists, t):
+        """The shared sweep PNGs and every other saved scalar channel against the crank angle."""
+        from .. import plots as plots_
+        written = super().plots(outdir, spec, table, summary, hists, t)
+        rest = [c for c in spec["outputs"]["histories"] if c not in crank_linkage.JOINT_CHANNELS and c != "crank_angle_rad"]
+        return written + plots_.channels_vs_crank_angle(outdir, spec, table, summary, hists, t, rest)
+
     def _outputs(self, cfg, q, v, a, jfs, p=None):
         out = {}
         lay = cfg.layout
