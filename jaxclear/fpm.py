@@ -326,7 +326,7 @@ class LinkageError(ValueError):
     """A described linkage that cannot be assembled (names the entry and the problem)."""
 
 
-def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointConfig()) -> Layout:
+def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointConfig(), need_driver=True) -> Layout:
     """The static layout of a linkage described by names (plain Python, no JAX):
 
     links: {name: (point_a, point_b, n_elements)}; bodies: {name: point} (a lumped particle,
@@ -336,6 +336,7 @@ def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointCo
     "slider" (one member whose node moves along a guide; extra = "free" or "fixed" rotation);
     drivers_: {name: (link, point)} the link's particle at the point follows the crank driver.
     Members are link or body names; a link end is named by its point."""
+    bodies = dict(bodies or {})
     for name, (pa, pb, n) in links.items():
         if pa == pb:
             raise LinkageError(f"links.{name}: its two points are the same ({pa!r}): a link joins two points")
@@ -432,8 +433,13 @@ def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointCo
         if node_of[k] not in ground_nodes:
             raise LinkageError(f"drivers.{name}: the driven link {link!r} must be pinned to the ground at {point!r}")
         driven.append(rot_of[k])
-    if not driven:
+    if not driven and need_driver:
         raise LinkageError("no driver: add a crank driver (a link pinned to the ground at a point)")
+    for name, (link, point) in dict(drivers_).items():
+        other = [p for p in links[link][:2] if p != point][0]
+        if node_of[end(link, other)] in ground_nodes:
+            raise LinkageError(f"drivers.{name}: the crank {link!r} is pinned to the ground at both {point!r} and "
+                               f"{other!r}: the mechanism cannot move")
     if len(set(driven)) != len(driven):
         raise LinkageError("two drivers drive the same particle")
     elements, per_link = [], []
