@@ -26,10 +26,11 @@ Schemes (all one ``accel`` call per step except RK4):
     second order for conservative forces (symplectic: it is the leapfrog) and for
     velocity-dependent ones: the predictor's O(h²) error reaches v⁺ through h/2·a⁺ as O(h³)
     per step, O(h²) globally — the velocity update is the trapezoidal rule with an
-    explicit-Euler predictor, as in Heun's method.  Measured orders: 2.0 on a damped
-    frictional impact (``tests/test_integrate_order.py``, leapfrog 1.0) and on the Flores
-    first-impact peak (``benchmarks/bench_work_precision.py``).  The default of the
-    crank-driven linkages.
+    explicit-Euler predictor, as in Heun's method.  Measured orders of the peak force: 2.12
+    on a damped frictional impact with the peak interpolated by a parabola
+    (``tests/test_integrate_order.py``, leapfrog 1.01), 2.09 on the raw largest step sample
+    of the Flores first-impact peak over dt = 4 → 0.5 µs (``benchmarks/bench_work_precision.py``,
+    leapfrog 0.94).  The default of the crank-driven linkages.
   * ``"symplectic_euler"`` — v⁺ = v + h·a(q, v), q⁺ = q + h·v⁺ (first order).
   * ``"rk4"`` — classical Runge–Kutta on (q, v), four ``accel`` calls per step.
   * ``"moreau_midpoint"`` — drift-kick-drift (Moreau 1988; Jean 1999): q½ = q + h/2·v;
