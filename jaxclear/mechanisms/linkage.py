@@ -201,6 +201,11 @@ def validate_spec(spec):
             raise SpecError(f"joints.{n}.members = {d['members']!r}: a clearance joint has [journal, bearing]")
     _assemble(spec, _clearance.joint_config(spec))
     _amplified(spec)
+    if m["ramp_time_s"] == 0:
+        import warnings
+        warnings.warn("model.ramp_time_s = 0: a start at speed loads the elastic links suddenly; the ideal twin's "
+                      "reference (ideal_peak_* and the DAF columns) then carries their vibration (docs/fpm.md): "
+                      "use a ramp for amplification factors", stacklevel=3)
 
 
 def _amplified(spec):
