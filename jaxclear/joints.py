@@ -90,6 +90,8 @@ class JointParams(NamedTuple):
     friction_coefficient: jnp.ndarray
     v0: jnp.ndarray
     v1: jnp.ndarray
+    wear_coefficient: jnp.ndarray = None  # Archard k_w [m²/N] (jaxclear.wear; None: no wear)
+    bushing_length: jnp.ndarray = None  # axial length L [m] of the bushing (wear pressure)
 
 
 class JointKinematics(NamedTuple):
@@ -131,6 +133,7 @@ class JointForce(NamedTuple):
     new_impacts: jnp.ndarray
     e_local: jnp.ndarray
     window_overflow: jnp.ndarray = None
+    slip_speed: jnp.ndarray = None  # (K,) |v_t| [m/s] relative tangential speed at each slot's contact
 
 
 def _rotate(rot, v):
@@ -222,7 +225,7 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory):
         force = jnp.sum(f_slots, axis=0)
     out = JointForce(force=force, f_slots=f_slots, p_j=p_j, p_b=p_b, normal_force=fn,
                      depth=jnp.where(active, depth, 0.0), active=active, n_regions=n_regions,
-                     new_impacts=new_impacts, e_local=e_loc, window_overflow=overflow)
+                     new_impacts=new_impacts, e_local=e_loc, window_overflow=overflow, slip_speed=jnp.abs(v_t))
     return out, new_memory
 
 

@@ -215,6 +215,7 @@ class ClearanceConfig:
     min_continuous_steps: int = 500
     checkpoint: bool = False
     ideal_samples: int = 0
+    wear: bool = False  # accumulate the bushing's Archard wear per profile point (jaxclear.wear)
 
     @property
     def n_steps(self) -> int:

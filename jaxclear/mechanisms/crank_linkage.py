@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import integrate, laws, metrics
+from .. import integrate, laws, metrics, wear
 from .. import spec as specmod
 from .._math import safe_norm
 from . import _clearance, declared
@@ -95,6 +95,7 @@ class Result(NamedTuple):
     q: object
     v: object
     peaks: object = None  # (K,) running maxima of ``step_peaks`` (None: the mechanism has none)
+    wear: object = None  # (J, N) Archard wear depth [m] of each bushing point over the steady window (cfg.wear)
 
 
 @dataclass(frozen=True, eq=False)
@@ -321,11 +322,27 @@ class CrankLinkage:
                                   penetration=per(jfs, lambda j: jnp.max(j.depth)))
 
         n_peaks = len(self.peak_names(cfg))
-        if n_peaks:  # the mechanism's own running maxima ride beside the metrics
-            def reduce(acc_pk, out, i):
-                return reduce_metrics(acc_pk[0], out, i), jnp.maximum(acc_pk[1], self.step_peaks(cfg, p, out[2]))
-        else:
-            reduce = reduce_metrics
+        jp_all = self.joint_tree(p)
+        stacked = cfg.wear and jp_all.points.ndim == 3
+
+        def wear_step(out):
+            """(J, N) Archard depth of this step, in the steady window only (jaxclear.wear)."""
+            _, jfs, _, _, t = out
+            rows = []
+            for j, jf in enumerate(jfs):
+                jp = jax.tree_util.tree_map(lambda x: x[j], jp_all) if stacked else jp_all
+                fn = jnp.sum(jf.normal_force)
+                slip = jnp.sum(jf.normal_force * jf.slip_speed) / jnp.where(fn > 0, fn, 1.0)
+                rows.append(wear.increment(jp.points, jf.e_local, jp.journal_radius, fn, slip, cfg.dt,
+                                           jp.wear_coefficient, jp.bushing_length))
+            return jnp.where(t >= p.steady_start, jnp.stack(rows), 0.0)
+
+        def reduce(acc_x, out, i):  # the metrics, then the mechanism's running maxima and the wear
+            if not (n_peaks or cfg.wear):
+                return reduce_metrics(acc_x, out, i)
+            acc, pk, w = acc_x
+            pk = jnp.maximum(pk, self.step_peaks(cfg, p, out[2])) if n_peaks else pk
+            return reduce_metrics(acc, out, i), pk, (w + wear_step(out) if cfg.wear else w)
 
         def save(out):
             a, jfs, q, v, t = out
@@ -336,14 +353,16 @@ class CrankLinkage:
             return {"contact_force_block_max_N": per(out[1], lambda j: safe_norm(j.force))}
 
         acc0 = metrics.init(cfg.n_joints, dtype)
-        if n_peaks:
-            acc0 = (acc0, jnp.zeros(n_peaks, dtype))
+        if n_peaks or cfg.wear:
+            n_pts = jp_all.points.shape[-2] if cfg.wear else 0
+            acc0 = (acc0, jnp.zeros(max(n_peaks, 1), dtype), jnp.zeros((cfg.n_joints, max(n_pts, 1)), dtype))
         s, acc, hist = integrate.simulate(step, p, s0, acc0, reduce, cfg.n_saves, cfg.save_every,
                                           save=save if cfg.outputs else None, checkpoint=cfg.checkpoint,
                                           block_max=block_max if "contact_force_N" in cfg.outputs else None)
-        acc, peaks = acc if n_peaks else (acc, None)
+        acc, peaks, worn = acc if (n_peaks or cfg.wear) else (acc, None, None)
         acc = metrics.finalize(acc, cfg.min_continuous_steps)
-        return Result(acc, hist if hist is not None else {}, s.q, s.v, peaks)
+        return Result(acc, hist if hist is not None else {}, s.q, s.v, peaks if n_peaks else None,
+                      worn if cfg.wear else None)
 
     def peak_names(self, cfg):
         """metrics.csv columns of the mechanism's own running maxima (``step_peaks``; none here)."""
