@@ -562,7 +562,7 @@ def rigid_velocities(layout: Layout, ideal: Layout, p: Params, omega):
     rot_member = {}
     for m, parts in enumerate(members):
         for k, (node, rot) in enumerate(parts):
-            where.setdefault(_ideal_node(ideal, rot), []).append((m, k))
+            where.setdefault(node_of(ideal, rot), []).append((m, k))
             rot_member[rot] = m
     zero = jnp.zeros((), x0.dtype)
     for node, group in where.items():
@@ -598,12 +598,13 @@ def rigid_velocities(layout: Layout, ideal: Layout, p: Params, omega):
     return Coordinates(nodes=v_nodes, rotations=w)
 
 
-def _ideal_node(ideal: Layout, rot):
-    for _, parts in ideal.link_particles:
+def node_of(layout: Layout, rot):
+    """The node of the particle whose rotation index is ``rot`` in ``layout``."""
+    for _, parts in layout.link_particles:
         for nd, r in parts:
             if r == rot:
                 return nd
-    for _, (nd, r) in ideal.bodies:
+    for _, (nd, r) in layout.bodies:
         if r == rot:
             return nd
     raise KeyError(rot)

@@ -500,18 +500,7 @@ def _twin_peaks(p: Params, t_end, steady_start, n_samples=0, cfg: Config = None)
 def _ideal_particle(cfg, rot):
     """(node, rotation) in the ideal twin of the clearance layout's particle ``rot`` (same particle
     order: links then bodies)."""
-    return _node_of(cfg.ideal, rot), rot
-
-
-def _node_of(layout, rot):
-    for _, parts in layout.link_particles:
-        for nd, r in parts:
-            if r == rot:
-                return nd
-    for _, (nd, r) in layout.bodies:
-        if r == rot:
-            return nd
-    raise KeyError(rot)
+    return fpm.node_of(cfg.ideal, rot), rot
 
 
 MECHANISM = Linkage(
