@@ -30,7 +30,11 @@ Implementations of the SAME step (leapfrog, kick-drift-kick, ``integrate.make_st
   and the same kernel with ``numba.prange`` over the variants (all threads).
 
 Checks first: from the same state both run ``--check-steps`` steps; the final state and the peak
-contact force must agree to ``--rtol`` (relative; the script exits 1 otherwise).
+contact force must agree to ``--rtol`` (relative to the largest value; default 1e-8), the final
+accelerations to ``--rtol-acc`` (1e-5): the stiff elements' forces (EA/l₀)(l − l₀) turn a round-off
+ε·l in a position into ~ε·l/|l − l₀| of the force, and impacts amplify it over the steps
+(measured on the slider-crank: 300 steps 1e-12 state / 6e-9 accelerations, 4000 steps 9e-10 /
+1.3e-6).  The script exits 1 when a check fails.
 
 Second part: the cost of the stiff FPM slider-crank against the hand-derived
 ``mechanisms.slider_crank`` (dt = 1 µs) for the same simulated time (1000 rpm reached over 5 ms,
@@ -96,7 +100,7 @@ def four_bar(c=0.5e-3, e=0.9, mu=0.01, rpm=RPM, ramp=RAMP):
     links = {"crank": ("O2", "B", 4), "coupler": ("B", "C", 4), "follower": ("O4", "C", 4)}
     jts = {"O2": ("ground", "O2", ("crank",), None), "B": ("revolute", "B", ("crank", "coupler"), None),
            "C": ("clearance", "C", ("coupler", "follower"), None), "O4": ("ground", "O4", ("follower",), None)}
-    lay = fpm.assemble(links, jts, {"crank": ("crank", "O2")})
+    lay = fpm.assemble(links, jts, {"crank": ("crank", "O2")}, bodies={})
     jp = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None],
                                 _clearance.benchmark_joint(clearance=c, restitution=e, friction_coefficient=mu))
     steel = dict(youngs_modulus=2.07e13, density=7850.0)
@@ -641,8 +645,9 @@ def main(argv=None):
     ap.add_argument("--mechanisms", default=None, help="comma list of slider_crank,four_bar (default both)")
     ap.add_argument("--cost-ms", type=float, default=None, help="simulated time of part 2 [ms] (default 10)")
     ap.add_argument("--cost-batch", type=int, default=64, help="B of part 2")
-    ap.add_argument("--rtol", type=float, default=1e-9, help="agreement tolerance (relative)")
-    ap.add_argument("--rtol-acc", type=float, default=1e-6,
+    ap.add_argument("--rtol", type=float, default=1e-8,
+                    help="agreement tolerance of state and peak (relative; impacts amplify round-off over the steps)")
+    ap.add_argument("--rtol-acc", type=float, default=1e-5,
                     help="agreement tolerance of the accelerations (stiff elements amplify round-off)")
     ap.add_argument("--no-numba", action="store_true")
     ap.add_argument("--json", default=None)
