@@ -31,10 +31,11 @@ Implementations of the SAME step (leapfrog, kick-drift-kick, ``integrate.make_st
 
 Checks first: from the same state both run ``--check-steps`` steps; the final state and the peak
 contact force must agree to ``--rtol`` (relative to the largest value; default 1e-8), the final
-accelerations to ``--rtol-acc`` (1e-5): the stiff elements' forces (EA/l₀)(l − l₀) turn a round-off
+accelerations to ``--rtol-acc`` (1e-4): the stiff elements' forces (EA/l₀)(l − l₀) turn a round-off
 ε·l in a position into ~ε·l/|l − l₀| of the force, and impacts amplify it over the steps
 (measured on the slider-crank: 300 steps 1e-12 state / 6e-9 accelerations, 4000 steps 9e-10 /
-1.3e-6).  The script exits 1 when a check fails.
+1.3e-6; four-bar, 4000 steps: 2.5e-9 / 1.1e-5, the rotation accelerations, whose particles carry
+only a share of the links' inertia, amplifying most).  The script exits 1 when a check fails.
 
 Second part: the cost of the stiff FPM slider-crank against the hand-derived
 ``mechanisms.slider_crank`` (dt = 1 µs) for the same simulated time (1000 rpm reached over 5 ms,
@@ -647,7 +648,7 @@ def main(argv=None):
     ap.add_argument("--cost-batch", type=int, default=64, help="B of part 2")
     ap.add_argument("--rtol", type=float, default=1e-8,
                     help="agreement tolerance of state and peak (relative; impacts amplify round-off over the steps)")
-    ap.add_argument("--rtol-acc", type=float, default=1e-5,
+    ap.add_argument("--rtol-acc", type=float, default=1e-4,
                     help="agreement tolerance of the accelerations (stiff elements amplify round-off)")
     ap.add_argument("--no-numba", action="store_true")
     ap.add_argument("--json", default=None)
