@@ -40,7 +40,7 @@ from jaxclear import spec as specmod, sweep
 B, steps, repeats = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 sp = specmod.load(sys.argv[5], [f"sampling.n={B}", f"integrator.chunk_size={B}",
                                 f"integrator.t_end_s={steps * 1e-6}", "outputs.plots=false",
-                                "outputs.histories=[]"])
+                                "outputs.histories=[]", "integrator.scheme=\"leapfrog\""])  # the Numba kernel's scheme
 pl = sweep.plan(sp)
 p = sweep.batch_params(sp, pl, sweep._padded(np.arange(B), sweep.exec_size(B)))
 fn, comp = sweep.compiled(pl, p)
