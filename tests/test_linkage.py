@@ -181,3 +181,11 @@ def test_linkage_four_bar_matches_the_four_bar_module_over_the_start_up():
     for col in ("peak_contact_force_N", "peak_follower_angular_acceleration_rad_per_s2"):
         r = float(table[col][0] / hand[col][0])
         assert abs(r - 1.0) < 0.05, (col, r)
+
+
+def test_a_joints_own_clearance_above_its_journal_radius_is_refused_naming_it():
+    raw = copy.deepcopy(SC)
+    raw["joint"]["journal_radius_m"] = 0.005
+    raw["axes"] = {"joints.C.clearance_m": {"values": [1e-4, 0.006]}}
+    with pytest.raises(specmod.SpecError, match=r"joints\.C\.clearance_m = 0\.006 .* joint 'C' \(variant 1\)"):
+        sweep.plan(specmod.load(raw))

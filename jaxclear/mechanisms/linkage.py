@@ -222,8 +222,19 @@ def _amplified(spec):
 
 def check_values(cols):
     """Clearances below their journal radii; no link of zero length in any variant."""
-    clear = sorted({k.split(".")[1] for k in cols if k.startswith("joints.") and k.endswith(".clearance_m")})
-    _clearance.check_values(cols, tuple(clear) if len(clear) > 1 else ())
+    _clearance.check_values(cols)
+    own = sorted({k.split(".")[1] for k in cols if k.startswith("joints.") and k.endswith(("clearance_m", "journal_radius_m"))})
+    for nm in own:  # each clearance joint's own values
+        rk, ck = (f"joints.{nm}.journal_radius_m", f"joints.{nm}.clearance_m")
+        rj = np.asarray(cols.get(rk, cols["joint.journal_radius_m"]), float)
+        c = np.asarray(cols.get(ck, cols["joint.clearance_m"]), float)
+        bad = np.broadcast_to(c >= rj, np.broadcast_shapes(c.shape, rj.shape))
+        if np.any(bad):
+            i = int(np.argmax(bad.ravel()))
+            raise SpecError(f"{ck if ck in cols else 'joint.clearance_m'} = {float(np.broadcast_to(c, bad.shape).ravel()[i])!r} "
+                            f"is not smaller than the journal radius {float(np.broadcast_to(rj, bad.shape).ravel()[i])!r} m "
+                            f"of joint {nm!r}" + (f" (variant {i})" if bad.ndim else "")
+                            + ": the clearance is the radial gap in metres; did you give mm?")
 
 
 def make_config(spec, t_end):
