@@ -189,3 +189,27 @@ def test_a_joints_own_clearance_above_its_journal_radius_is_refused_naming_it():
     raw["axes"] = {"joints.C.clearance_m": {"values": [1e-4, 0.006]}}
     with pytest.raises(specmod.SpecError, match=r"joints\.C\.clearance_m = 0\.006 .* joint 'C' \(variant 1\)"):
         sweep.plan(specmod.load(raw))
+
+
+def test_external_forces_and_torques_reach_their_particles():
+    # points.<p>.force_x_N / force_y_N act on the first member's particle at the point (the rod's
+    # end at B), links.<l>.torque_N_m on the link's first particle; the engine's response to such
+    # loads is tested in tests/test_fpm.py (a cantilever's PL³/3EI and P(L − x)).
+    from jaxclear import fpm
+    raw = _short(SC, **{"points.B.force_y_N": -25.0, "points.C.force_x_N": 40.0, "links.rod.torque_N_m": 0.5})
+    spec = specmod.load(raw)
+    pl = sweep.plan(spec)
+    p = sweep.params_from_flat(spec, pl.cfg, sweep.flat_values(spec), jax.numpy.float64, pl.t_end)
+    lay = pl.cfg.layout
+    F, T = np.asarray(p.fpm.forces), np.asarray(p.fpm.torques)
+    node_b, node_c = lay.particles("crank")[-1][0], lay.particles("rod")[-1][0]
+    assert F[node_b].tolist() == [0.0, -25.0] and F[node_c].tolist() == [40.0, 0.0]
+    assert abs(F).sum() == 65.0 and T[lay.particles("rod")[0][1]] == 0.5 and abs(T).sum() == 0.5
+    assert fpm.node_of(lay, lay.particles("rod")[0][1]) == node_b  # B is one node for crank and rod
+
+
+def test_a_linkage_without_a_clearance_joint_is_refused():
+    raw = copy.deepcopy(SC)
+    raw["joints"]["C"]["type"] = "revolute"
+    with pytest.raises(specmod.SpecError, match="at least one clearance joint"):
+        specmod.load(raw)

@@ -55,7 +55,9 @@ Params = params_type("Params", MODEL, extra=("steady_start", "fpm", "ideal"), do
 def _point(name):
     return Table(f"points.{name}", (
         Param("x_m", 0.0, "x in the initial configuration", guard=_clearance.metres(100.0, "50 mm = 0.05")),
-        Param("y_m", 0.0, "y in the initial configuration", guard=_clearance.metres(100.0, "50 mm = 0.05"))),
+        Param("y_m", 0.0, "y in the initial configuration", guard=_clearance.metres(100.0, "50 mm = 0.05")),
+        Param("force_x_N", 0.0, "constant external force at the point, x (on the first member there)", optional=True),
+        Param("force_y_N", 0.0, "constant external force at the point, y", optional=True)),
         doc=f"point {name!r}")
 
 
@@ -68,6 +70,7 @@ def _link(name):
         Param("density_kg_per_m3", 7850.0, "density ρ (the section: A = m/(ρl), I_z = I/(ρl))", range=POSITIVE),
         Param("mass_kg", 1.0, "mass m", range=POSITIVE),
         Param("inertia_kg_m2", 1e-3, "inertia I about its centre of mass", range=POSITIVE),
+        Param("torque_N_m", 0.0, "constant external torque on the link (at its first point's particle)", optional=True),
     ), doc=f"link {name!r}")
 
 
@@ -192,6 +195,9 @@ def validate_spec(spec):
     if m["crank"] not in spec["links"]:
         raise SpecError(f"model.crank = {m['crank']!r}: not a link; declared: {', '.join(spec['links'])}")
     _clearance.validate_spec(spec)
+    if not any(d["type"] == "clearance" for d in spec.get("joints", {}).values()):
+        raise SpecError("joints: a linkage needs at least one clearance joint (joints.<name>.type = 'clearance'); "
+                        "its contact forces and their amplification are what the sweep measures")
     for n, d in spec.get("joints", {}).items():
         if d["type"] == "slider" and "direction_deg" not in d:
             raise SpecError(f"joints.{n}: a slider needs its guide direction, joints.{n}.direction_deg (0: along +x)")
@@ -264,8 +270,29 @@ def _fpm_params(spec, layout, flat, dtype, joint):
     guides = {n: (jnp.cos(jnp.deg2rad(f(f"joints.{n}.direction_deg"))), jnp.sin(jnp.deg2rad(f(f"joints.{n}.direction_deg"))))
               for n in layout.guides}
     m = declared(MODEL, flat, dtype)
-    return fpm.linkage_params(layout, points, links, bodies, guides, joint, m["damping"], m["gravity"],
-                              m["crank_speed"], m["ramp_time"], spec["model"]["exact_lumping"])
+    pf = fpm.linkage_params(layout, points, links, bodies, guides, joint, m["damping"], m["gravity"],
+                            m["crank_speed"], m["ramp_time"], spec["model"]["exact_lumping"])
+    forces, torques = pf.forces, pf.torques
+    for pt in spec.get("points", {}):  # external loads: constant, on the first member's particle there
+        for c, key in ((0, "force_x_N"), (1, "force_y_N")):
+            if f"points.{pt}.{key}" in flat:
+                forces = forces.at[_point_node(spec, layout, pt), c].add(f(f"points.{pt}.{key}"))
+    for n in spec["links"]:
+        if f"links.{n}.torque_N_m" in flat:
+            torques = torques.at[layout.particles(n)[0][1]].add(f(f"links.{n}.torque_N_m"))
+    return pf._replace(forces=forces, torques=torques)
+
+
+def _point_node(spec, layout, point):
+    """The node of the first member (links, then bodies) with a particle at ``point``."""
+    for n, parts in layout.link_particles:
+        a, b = spec["links"][n]["points"]
+        if point in (a, b):
+            return parts[0][0] if point == a else parts[-1][0]
+    for n, (node, _) in layout.bodies:
+        if spec["bodies"][n]["point"] == point:
+            return node
+    raise SpecError(f"points.{point}: a force at a point no link or body touches")
 
 
 def params(spec, cfg: Config, flat, dtype, t_end):
