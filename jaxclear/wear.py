@@ -28,9 +28,9 @@ from ._math import safe_norm
 
 
 def arc_lengths(points):
-    """Δs_k [m] of a closed profile (N, 2): half the distance to each neighbour."""
-    d_next = safe_norm(jnp.roll(points, -1, axis=0) - points)
-    return 0.5 * (d_next + jnp.roll(d_next, 1))
+    """Δs_k [m] of a closed profile (…, N, 2): half the distance to each neighbour."""
+    d_next = safe_norm(jnp.roll(points, -1, axis=-2) - points)
+    return 0.5 * (d_next + jnp.roll(d_next, 1, axis=-1))
 
 
 def penetration(points, centre, journal_radius):

@@ -85,3 +85,24 @@ def test_wear_evolution_converges_as_the_cycles_per_update_shrink():
     w0, _ = _window(0.0)
     d0, info0 = wear.evolve(w0, pts, 2, 1000.0, 1.0)
     assert not np.any(np.asarray(d0)) and float(info0[1]["peak_contact_force_N"]) == float(info0[0]["peak_contact_force_N"])
+
+
+def test_a_sweep_reports_the_wear_rates_and_they_scale_with_the_coefficient():
+    # [wear] in a spec: the steady window's wear per crank cycle in metrics.csv; Archard's law is
+    # linear in k_w (the dynamics do not see the wear within a run), so doubling it doubles the
+    # worn volume and the deepest wear exactly, at the same angle.
+    from jaxclear import spec as specmod, sweep
+    raw = {"profile": {"method": "points", "n_points": 72}, "joint": {"clearance_m": 1e-4},
+           "wear": {"coefficient_m2_per_N": 1e-13},
+           "integrator": {"dt_s": 1e-6, "t_end_s": 0.024, "steady_revolutions": 1.0},
+           "outputs": {"histories": [], "plots": False},
+           "axes": {"wear.coefficient_m2_per_N": {"values": [1e-13, 2e-13]}}}
+    table, _, _ = sweep.run(specmod.load(raw), log=lambda *a, **k: None)
+    v, d, a = (np.asarray(table[c]) for c in ("worn_volume_per_cycle_m3", "max_wear_depth_per_cycle_m",
+                                              "max_wear_angle_deg"))
+    assert v[0] > 0 and 1e-10 < d[0] < 1e-7
+    np.testing.assert_allclose([v[1] / v[0], d[1] / d[0]], [2.0, 2.0], rtol=1e-12)
+    assert a[0] == a[1]
+    raw["profile"] = {"method": "analytic"}
+    with pytest.raises(specmod.SpecError, match="needs its point profile"):
+        specmod.load(raw)

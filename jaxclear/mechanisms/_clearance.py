@@ -93,6 +93,19 @@ LAWS = Table("laws", (
     Param("friction_v1_m_per_s", 1e-3, "friction regularisation velocity v1 (> v0)", range=POSITIVE),
 ), doc="contact and friction laws")
 TABLES = (JOINT, PROFILE, LAWS)
+WEAR = Table("wear", (
+    Param("coefficient_m2_per_N", 0.0, "Archard wear coefficient k_w of the bushing (0: off; steel on steel, "
+          "dry: ~1e-13, lubricated: ~1e-16)", range=NONNEGATIVE, unit="m²/N"),
+    Param("bushing_length_m", 0.02, "axial length L of the bushing (the contact pressure)", range=POSITIVE,
+          guard=(1.0, ">=", "lengths are in metres (20 mm = 0.02): " + _MM)),
+), doc="Archard wear of the bushing over the steady window (jaxclear.wear; the point method)")
+
+
+def wear_on(spec):
+    """Whether a spec asks for the bushing's wear (a positive coefficient, or one swept)."""
+    w = spec.get("wear") or {}
+    swept = any(str(k).endswith("coefficient_m2_per_N") for k in (spec.get("axes") or {}))
+    return bool(w) and (w.get("coefficient_m2_per_N", 0.0) > 0 or swept)
 
 
 def metres(limit, example):
@@ -157,7 +170,7 @@ def config_fields(spec, t_end):
     n_saves = integrate.steps_and_saves(t_end, dt, it["save_every"])[1]
     return dict(joint=joint_config(spec), scheme=it["scheme"], dt=dt, n_saves=n_saves, save_every=it["save_every"],
                 outputs=tuple(spec["outputs"]["histories"]),
-                min_continuous_steps=max(1, int(round(it["continuous_contact_s"] / dt))))
+                min_continuous_steps=max(1, int(round(it["continuous_contact_s"] / dt))), wear=wear_on(spec))
 
 
 def joint_tables(names, profile=PROFILE, own_always=False):
@@ -245,6 +258,9 @@ def validate_spec(spec):
         if not 5 <= w <= pr["n_points"]:
             raise SpecError(f"profile.window_points = {w!r} must be 0 (off) or in [5, profile.n_points = "
                             f"{pr['n_points']!r}]")
+    if wear_on(spec) and joint_config(spec).geometry != "points":
+        raise SpecError("wear.coefficient_m2_per_N > 0: the wear of the bushing needs its point profile: "
+                        "profile.method = 'points' (a circle is then sampled at profile.n_points)")
     if lw["friction_v1_m_per_s"] <= lw["friction_v0_m_per_s"]:
         raise SpecError(f"laws.friction_v1_m_per_s = {lw['friction_v1_m_per_s']!r} must exceed "
                         f"laws.friction_v0_m_per_s = {lw['friction_v0_m_per_s']!r}")
@@ -430,11 +446,14 @@ def joint_params(spec, jc: joints.JointConfig, flat, dtype) -> joints.JointParam
             pts = pts + dr[:, None] * (pts / jnp.linalg.norm(pts, axis=-1, keepdims=True))  # points far from 0
     else:
         pts = jnp.zeros((1, 2), dtype)
+    worn = wear_on(spec)
     return joints.JointParams(journal_radius=rj, clearance=c, points=pts, stiffness=k,
                               exponent=f(lw + "exponent"), restitution=f(lw + "restitution"),
                               damping=f(lw + "damping_N_s_per_m"),
                               friction_coefficient=f(lw + "friction_coefficient"),
-                              v0=f(lw + "friction_v0_m_per_s"), v1=f(lw + "friction_v1_m_per_s"))
+                              v0=f(lw + "friction_v0_m_per_s"), v1=f(lw + "friction_v1_m_per_s"),
+                              wear_coefficient=f("wear.coefficient_m2_per_N") if worn else None,
+                              bushing_length=f("wear.bushing_length_m") if worn else None)
 
 
 def stacked(jp: joints.JointParams, n_joints: int) -> joints.JointParams:

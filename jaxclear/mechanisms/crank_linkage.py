@@ -165,7 +165,7 @@ class CrankLinkage:
     def tables(self, model):
         """[model], the clearance-joint tables (each joint's own with several), [integrator], [outputs]."""
         names = self.joints.get(model.get("clearance_joint", self.default_joint), self.joints[self.default_joint])
-        return [self.model, *_clearance.joint_tables(names, profile=self.profile),
+        return [self.model, *_clearance.joint_tables(names, profile=self.profile), _clearance.WEAR,
                 _clearance.crank_integrator(integrate.SCHEMES, DEFAULT_SCHEME, **(self.integrator or {})),
                 specmod.outputs_table(self.OUTPUT_CHANNELS, self.default_outputs)]
 
@@ -443,6 +443,8 @@ class CrankLinkage:
                                clearance=None if c is None else np.asarray(c)[:n_real])
         if cfg.joint.window:
             out["window_overflow_steps"] = acc.window_overflow_steps.sum(axis=1)
+        if getattr(res, "wear", None) is not None:
+            self._wear_columns(out, spec, p, res, n_real)
         if res.peaks is not None:
             for k, name in enumerate(self.peak_names(cfg)):
                 out[name] = np.asarray(res.peaks)[:n_real, k]
@@ -450,6 +452,21 @@ class CrankLinkage:
                                       for x in jax.tree_util.tree_leaves(tree)], axis=0)
         out["finite"] = acc.finite & finite(res.q) & finite(res.v)
         return out
+
+    def _wear_columns(self, out, spec, p, res, n_real):
+        """Wear rates over the steady window, per crank cycle: the worn volume [m³] of all the
+        joints' bushings, the deepest wear [m] and its angle in the bearing frame [deg]."""
+        revs = spec["integrator"]["steady_revolutions"]
+        jp = self.joint_tree(p)
+        depth = np.asarray(res.wear)[:n_real] / revs  # (B, J, N)
+        pts = np.asarray(jp.points)[:n_real].reshape(depth.shape + (2,))
+        length = np.asarray(jp.bushing_length)[:n_real].reshape(depth.shape[0], -1)[:, :1]
+        out["worn_volume_per_cycle_m3"] = np.asarray(wear.worn_volume(pts, depth, length)).sum(axis=1)
+        flat = depth.reshape(depth.shape[0], -1)
+        k = np.argmax(flat, axis=1)
+        out["max_wear_depth_per_cycle_m"] = flat[np.arange(len(k)), k]
+        xy = pts.reshape(depth.shape[0], -1, 2)[np.arange(len(k)), k]
+        out["max_wear_angle_deg"] = np.degrees(np.arctan2(xy[:, 1], xy[:, 0]))
 
     def plots(self, outdir, spec, table, summary, hists, t):
         """The shared sweep PNGs (contact force vs crank angle, orbits, DAF maps) and the linkage's own."""

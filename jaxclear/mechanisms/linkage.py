@@ -101,7 +101,7 @@ def tables(model):
     out = [MODEL, *(_point(p) for p in skel["points"]), *(_link(n) for n in skel["links"]),
            *(_body(b) for b in skel["bodies"]),
            *(_joint(j, d.get("type", "revolute") if isinstance(d, dict) else "") for j, d in skel["joints"].items()),
-           *_clearance.TABLES, *own,
+           *_clearance.TABLES, _clearance.WEAR, *own,
            _clearance.crank_integrator(integrate.SCHEMES, crank_linkage.DEFAULT_SCHEME, dt_s=1e-7, save_every=200, extra=(
                Param("step_factor", 0.5, "dt at most this fraction of the critical step (0.5 with contact)",
                      range=(0.0, 1.0, True)),)),
