@@ -510,20 +510,8 @@ def measure(lay, dt, s, pb, sizes, n_steps, repeats, have_numba):
 
 
 # ----------------------------------------------------------------------------- where the time goes
-_TRIVIAL = ("parameter(", "get-tuple-element(", "tuple(", "constant(", "bitcast(")
-
-
-def _computations(txt):
-    comps, cur = {}, None
-    for line in txt.splitlines():
-        if line.startswith(("%", "ENTRY")) and line.rstrip().endswith("{"):
-            name = (line.split()[1] if line.startswith("ENTRY") else line.split()[0]).lstrip("%")
-            cur = comps.setdefault(name, [])
-        elif line.startswith("}"):
-            cur = None
-        elif cur is not None and " = " in line:
-            cur.append(line.strip())
-    return comps
+# the optimised-HLO readers of bench_slider_crank (this folder is on sys.path when run as a script)
+from bench_slider_crank import _TRIVIAL, _hlo_computations as _computations  # noqa: E402
 
 
 def hlo_profile(comp):
