@@ -664,11 +664,14 @@ def tornado(ax, elasticities):
     y = np.arange(len(order))
     h = 0.8 / len(metrics_)
     for j, m in enumerate(metrics_):
-        ax.barh(y + (j - (len(metrics_) - 1) / 2) * h, [elasticities[m][k] for k in order], height=h, label=m)
+        bars = ax.barh(y + (j - (len(metrics_) - 1) / 2) * h, [elasticities[m][k] for k in order], height=h, label=m)
+        ax.bar_label(bars, fmt="%.3g", fontsize=7, padding=2)  # every bar's value, a tiny one too
     ax.set_yticks(y, order)
     ax.axvline(0, color="k", lw=0.8)
+    lo, hi = ax.get_xlim()
+    ax.set_xlim(lo - 0.12 * (hi - lo) * (lo < 0), hi + 0.12 * (hi - lo))  # room for the labels
     ax.set_xlabel("normalised sensitivity (θ/M)·∂M/∂θ [-]")
-    ax.legend(fontsize=8)
+    _legend_outside(ax)  # right of the bars (saved with bbox_inches="tight")
     return ax
 
 

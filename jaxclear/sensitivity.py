@@ -241,5 +241,5 @@ def tornado(res, path, metrics_=None):
     plots.tornado(ax, e)
     ax.set_title(f"Sensitivity of {primary}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight", pad_inches=0.08)
     plots.plt.close(fig)
