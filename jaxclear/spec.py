@@ -118,8 +118,8 @@ class Schema:
                 for p in t.params:
                     if not p.optional:
                         _set(self.tables, f"{path}.{p.key}", copy.deepcopy(p.default))
-                if get_table(self.tables, path) is None:
-                    _set(self.tables, path, {}) if "." in path else self.tables.setdefault(path, {})
+                if get_table(self.tables, path) is None:  # a table of optional keys only
+                    _set(self.tables, path, {})
         self.tables["axes"] = {}
         self.optional = {path: {p.key: p.default for p in t.params if p.optional or t.optional}
                          for path, t in self.decl.items()}

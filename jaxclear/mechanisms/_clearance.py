@@ -282,12 +282,12 @@ def differentiable_keys(spec):
 
 
 def check_values(cols, names=()):
-    """The clearance is smaller than the journal radius (else a unit mistake), every variant and,
-    with several clearance joints ``names``, every joint's own values."""
-    pairs = [("joint.journal_radius_m", "joint.clearance_m")]
-    pairs += [(own_path(nm, "joint.journal_radius_m"), own_path(nm, "joint.clearance_m")) for nm in names
-              if len(names) > 1]
-    for rk, ck in pairs:
+    """The clearance is smaller than the journal radius (else a unit mistake), every variant and
+    every clearance joint ``names``' own values where it has them."""
+    pairs = [("joint.journal_radius_m", "joint.clearance_m", "")]
+    pairs += [(own_path(nm, "joint.journal_radius_m"), own_path(nm, "joint.clearance_m"), f" of joint {nm!r}")
+              for nm in names]
+    for rk, ck, which in pairs:
         if rk not in cols and ck not in cols:
             continue
         rj = np.asarray(cols.get(rk, cols["joint.journal_radius_m"]), float)
@@ -296,7 +296,7 @@ def check_values(cols, names=()):
         if np.any(bad):
             i = int(np.argmax(bad.ravel()))
             ci, ri = np.broadcast_to(c, bad.shape).ravel()[i], np.broadcast_to(rj, bad.shape).ravel()[i]
-            raise SpecError(f"{ck} = {float(ci)!r} is not smaller than {rk} = {float(ri)!r}"
+            raise SpecError(f"{ck} = {float(ci)!r} is not smaller than {rk} = {float(ri)!r}{which}"
                             + (f" (variant {i})" if bad.ndim else "")
                             + ": the clearance is the radial gap (bearing radius − journal radius) in metres; "
                               "did you give mm?")
@@ -322,11 +322,11 @@ def joint_config(spec):
                               window=pr.get("window_points", 0) if geom == "points" else 0)
 
 
-def resolve_config(spec, cfg, p, acc, offset, names):
+def resolve_config(spec, cfg, jp, acc, offset, names):
     """``profile.max_regions = "auto"``: fold one block of variants into the decision (host).
 
-    ``p``: the mechanism's params of variants ``offset``, ``offset + 1``, ... (``p.joint.points``
-    (b, [J,] N, 2), the clearance joints ``names``); ``acc``: the ``contact.RegionBound`` of the
+    ``jp``: the clearance joints' ``JointParams`` of variants ``offset``, ``offset + 1``, ...
+    (``jp.points`` (b, [J,] N, 2), the clearance joints ``names``); ``acc``: the ``contact.RegionBound`` of the
     blocks before (None for the first).  Returns (cfg with ``joint.max_regions`` and
     ``joint.regions_choice`` set from every block so far, the new acc).  ``sweep.plan`` calls it on
     every block, so the slots are one static value for the whole sweep: 1 (``detect_deepest``)
@@ -338,12 +338,12 @@ def resolve_config(spec, cfg, p, acc, offset, names):
     jc = cfg.joint
     if jc.geometry != "points" or spec["profile"]["max_regions"] != "auto":
         return cfg, acc
-    pts = np.asarray(p.joint.points, np.float64)
+    pts = np.asarray(jp.points, np.float64)
     n = pts.shape[-2]
     b = pts.shape[0]
     pts = pts.reshape(-1, n, 2)
     nj = pts.shape[0] // b
-    rj = np.broadcast_to(np.asarray(p.joint.journal_radius, np.float64).reshape(b, -1), (b, nj)).reshape(-1)
+    rj = np.broadcast_to(np.asarray(jp.journal_radius, np.float64).reshape(b, -1), (b, nj)).reshape(-1)
     # variants sharing a profile (only non-profile keys swept) are tested once
     key = np.concatenate([rj[:, None], pts.reshape(len(rj), -1)], axis=1)
     _, first = np.unique(key, axis=0, return_index=True)

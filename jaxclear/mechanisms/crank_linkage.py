@@ -243,7 +243,7 @@ class CrankLinkage:
         jp = self.joint_tree(p)
         if jp is None:
             return cfg, acc
-        return _clearance.resolve_config(spec, cfg, type("P", (), {"joint": jp})(), acc, offset, self.joint_names(cfg))
+        return _clearance.resolve_config(spec, cfg, jp, acc, offset, self.joint_names(cfg))
 
     def accel_of(self, cfg):
         """accel(cfg, p, q, v, aux, t) -> (a, memory, joint forces) of a configuration."""

@@ -227,36 +227,18 @@ def _amplified(spec):
 
 
 def check_values(cols):
-    """Clearances below their journal radii; no link of zero length in any variant."""
-    _clearance.check_values(cols)
+    """Every clearance joint's clearance below its journal radius (its own values where given)."""
     own = sorted({k.split(".")[1] for k in cols if k.startswith("joints.") and k.endswith(("clearance_m", "journal_radius_m"))})
-    for nm in own:  # each clearance joint's own values
-        rk, ck = (f"joints.{nm}.journal_radius_m", f"joints.{nm}.clearance_m")
-        rj = np.asarray(cols.get(rk, cols["joint.journal_radius_m"]), float)
-        c = np.asarray(cols.get(ck, cols["joint.clearance_m"]), float)
-        bad = np.broadcast_to(c >= rj, np.broadcast_shapes(c.shape, rj.shape))
-        if np.any(bad):
-            i = int(np.argmax(bad.ravel()))
-            raise SpecError(f"{ck if ck in cols else 'joint.clearance_m'} = {float(np.broadcast_to(c, bad.shape).ravel()[i])!r} "
-                            f"is not smaller than the journal radius {float(np.broadcast_to(rj, bad.shape).ravel()[i])!r} m "
-                            f"of joint {nm!r}" + (f" (variant {i})" if bad.ndim else "")
-                            + ": the clearance is the radial gap in metres; did you give mm?")
+    _clearance.check_values(cols, tuple(own))
 
 
 def make_config(spec, t_end):
     base = _clearance.config_fields(spec, t_end)
     lay = _assemble(spec, base["joint"])
     ideal = _assemble(spec, base["joint"], ideal=True)
-    pts = {}
-    for n, parts in lay.link_particles:
-        a, b = spec["links"][n]["points"]
-        pts.setdefault(a, parts[0][0])
-        pts.setdefault(b, parts[-1][0])
-    for n, (nd, _) in lay.bodies:
-        pts.setdefault(spec["bodies"][n]["point"], nd)
     return Config(layout=lay, ideal=ideal, amplified=_amplified(spec),
                   links=tuple((n, tuple(spec["links"][n]["points"])) for n in spec["links"]),
-                  point_nodes=tuple(sorted(pts.items())), **base)
+                  point_nodes=tuple(sorted(_point_nodes(spec, lay).items())), **base)
 
 
 def _fpm_params(spec, layout, flat, dtype, joint):
@@ -273,26 +255,27 @@ def _fpm_params(spec, layout, flat, dtype, joint):
     pf = fpm.linkage_params(layout, points, links, bodies, guides, joint, m["damping"], m["gravity"],
                             m["crank_speed"], m["ramp_time"], spec["model"]["exact_lumping"])
     forces, torques = pf.forces, pf.torques
+    nodes = _point_nodes(spec, layout)
     for pt in spec.get("points", {}):  # external loads: constant, on the first member's particle there
         for c, key in ((0, "force_x_N"), (1, "force_y_N")):
             if f"points.{pt}.{key}" in flat:
-                forces = forces.at[_point_node(spec, layout, pt), c].add(f(f"points.{pt}.{key}"))
+                forces = forces.at[nodes[pt], c].add(f(f"points.{pt}.{key}"))
     for n in spec["links"]:
         if f"links.{n}.torque_N_m" in flat:
             torques = torques.at[layout.particles(n)[0][1]].add(f(f"links.{n}.torque_N_m"))
     return pf._replace(forces=forces, torques=torques)
 
 
-def _point_node(spec, layout, point):
-    """The node of the first member (links, then bodies) with a particle at ``point``."""
+def _point_nodes(spec, layout):
+    """{point: node} of the first member (links, then bodies) with a particle at each point."""
+    nodes = {}
     for n, parts in layout.link_particles:
         a, b = spec["links"][n]["points"]
-        if point in (a, b):
-            return parts[0][0] if point == a else parts[-1][0]
-    for n, (node, _) in layout.bodies:
-        if spec["bodies"][n]["point"] == point:
-            return node
-    raise SpecError(f"points.{point}: a force at a point no link or body touches")
+        nodes.setdefault(a, parts[0][0])
+        nodes.setdefault(b, parts[-1][0])
+    for n, (nd, _) in layout.bodies:
+        nodes.setdefault(spec["bodies"][n]["point"], nd)
+    return nodes
 
 
 def params(spec, cfg: Config, flat, dtype, t_end):
@@ -487,11 +470,10 @@ def _initial_state(cfg, p):
     return q, v, aux
 
 
-def _end_force(topo, p, q, node, rot):
-    """Force [N] on the particle (node, rot) from its own link's elements (0 for a body)."""
-    ra, rb = topo.index(2), topo.index(3)
-    fa = fpm.element_end_forces(topo, p, q)
-    own_a, own_b = np.nonzero(ra == rot)[0], np.nonzero(rb == rot)[0]
+def _end_force(topo, fa, rot):
+    """Force [N] on the particle ``rot`` from its own link's elements (0 for a body), from the
+    elements' end forces ``fa`` (``fpm.element_end_forces``)."""
+    own_a, own_b = np.nonzero(topo.index(2) == rot)[0], np.nonzero(topo.index(3) == rot)[0]
     return jnp.sum(fa[own_a], axis=0) - jnp.sum(fa[own_b], axis=0)
 
 
@@ -508,11 +490,7 @@ def _twin_peaks(p: Params, t_end, steady_start, n_samples=0, cfg: Config = None)
     the run's step (the paper's reference)."""
     lay, topo = cfg.ideal, cfg.ideal.topology
     pi = p.ideal
-    members = {j: cfg.layout.clearance.index(j) for j in cfg.layout.clearance}
-    ends = []
-    for j in cfg.layout.clearance:
-        nj, rj, _, _ = cfg.layout.topology.clearance[members[j]]
-        ends.append((j, _ideal_particle(cfg, rj)))
+    ends = [(j, _ideal_particle(cfg, rj)) for j, (_, rj, _, _) in zip(cfg.layout.clearance, cfg.layout.topology.clearance)]
     step = fpm.make_step(topo, cfg.dt, cfg.scheme)
     q0, v0, aux0 = _twin_start(cfg, p)
     s0 = integrate.State(q0, v0, fpm._accel_out(topo, pi, q0, v0, aux0, 0.0)[0], aux0)
@@ -521,8 +499,9 @@ def _twin_peaks(p: Params, t_end, steady_start, n_samples=0, cfg: Config = None)
 
     def reduce(acc, out, i):
         a, _, q, v, t = out
+        fa = fpm.element_end_forces(topo, pi, q)
         vals = [safe_norm(pi.particle_mass[r] * (a.nodes[nd] + jnp.stack([0.0 * pi.gravity, pi.gravity]))
-                          + pi.damping * pi.particle_mass[r] * v.nodes[nd] - _end_force(topo, pi, q, nd, r))
+                          + pi.damping * pi.particle_mass[r] * v.nodes[nd] - _end_force(topo, fa, r))
                 for _, (nd, r) in ends]
         x = jnp.abs(jnp.stack(vals + [_amplified_value(cfg, lay, q, v, a)]))
         steady = t >= steady_start
