@@ -69,6 +69,10 @@ import jax.numpy as jnp
 from jaxclear import fpm, integrate, joints, laws
 from jaxclear.mechanisms import _clearance
 
+# shared with bench_slider_crank (this folder is on sys.path when run as a script): the pair
+# rotation of integrate.rotate_pair in plain Python, and the optimised-HLO readers
+from bench_slider_crank import _TRIVIAL, _hlo_computations as _computations, _rotate_np  # noqa: E402
+
 try:
     import numba
     from numba import njit, prange
@@ -194,16 +198,8 @@ def numba_args(topo, pb, state):
 if numba is not None:
     FLOOR = laws.IMPACT_VELOCITY_FLOOR
 
-    @njit(cache=False, inline="always")
-    def _rot(c, s, h):
-        """(cos, sin) rotated by h without transcendentals (integrate.rotate_pair)."""
-        h2 = h * h
-        ch = 1.0 - h2 * (0.5 - h2 * (1.0 / 24.0 - h2 * (1.0 / 720.0 - h2 / 40320.0)))
-        sh = h * (1.0 - h2 * (1.0 / 6.0 - h2 * (1.0 / 120.0 - h2 / 5040.0)))
-        c1 = c * ch - s * sh
-        s1 = s * ch + c * sh
-        k = 1.5 - 0.5 * (c1 * c1 + s1 * s1)
-        return c1 * k, s1 * k
+    # (cos, sin) rotated by h without transcendentals (integrate.rotate_pair), as bench_slider_crank
+    _rot = njit(cache=False, inline="always")(_rotate_np)
 
     @njit(cache=False)
     def _accel_full(j, t, el, ground, sliders, fixed, driven, cl,
@@ -510,10 +506,6 @@ def measure(lay, dt, s, pb, sizes, n_steps, repeats, have_numba):
 
 
 # ----------------------------------------------------------------------------- where the time goes
-# the optimised-HLO readers of bench_slider_crank (this folder is on sys.path when run as a script)
-from bench_slider_crank import _TRIVIAL, _hlo_computations as _computations  # noqa: E402
-
-
 def hlo_profile(comp):
     """Ops of one time step (the innermost while body of the optimised HLO, fusions opened) by
     the integrate.STAGES name in their op_name metadata; kernels = top-level instructions."""
