@@ -175,6 +175,10 @@ def cmd_run(args):
         print(f"running {path} -> {out}: {pl.n_variants} variants, {pl.cfg.n_steps} steps each, "
               f"chunk {pl.chunk_size}", file=sys.stderr)
     log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
+    from .mechanisms import _clearance
+    if "wear" in spec and _clearance.wear_on(spec):
+        log("note: run reports the wear rates of one steady window (wear.updates, wear.cycles_per_update and "
+            "wear.smoothing are read by `jaxclear wear`, which evolves the bushing over cycles)")
     try:
         cache = False if args.no_compile_cache else (args.cache_dir or True)
         ticks = {"auto": "auto", "on": True, "off": False}[args.progress_ticks]
@@ -401,6 +405,45 @@ def cmd_sensitivity(args):
     return 0
 
 
+def cmd_wear(args):
+    """Evolve the bushings' wear over cycles (``jaxclear.wear_evolution``)."""
+    import numpy as np
+
+    from . import spec as specmod, wear_evolution
+    try:
+        spec = wear_evolution.load_spec(Path(args.spec), args.set or ())
+    except specmod.SpecError as e:
+        print(f"jaxclear: error: {e}", file=sys.stderr)
+        return 2
+    keys = [k.strip() for k in ",".join(args.wrt or ()).split(",") if k.strip()]
+    out = Path(args.out) if args.out else Path("runs") / spec["sweep"]["name"]
+    log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
+    try:
+        if keys:  # before the run: a bad key costs nothing
+            from . import sensitivity
+            sensitivity.check_keys(spec, keys)
+        table, summary = wear_evolution.run(spec, out, log=log, force=args.force)
+        if keys:
+            from . import sweep
+            log(f"gradients of {wear_evolution.PEAK} after {spec['wear']['updates']} updates w.r.t. {', '.join(keys)}")
+            sweep.write_csv(out / "wear_sensitivity.csv", wear_evolution.sensitivity(spec, keys))
+    except specmod.SpecError as e:
+        print(f"jaxclear: error: {e}", file=sys.stderr)
+        return 2
+    U = summary["updates"]
+    last = table["update"] == U
+    for col, unit, sc in (("max_radial_clearance_m", "µm", 1e6), ("max_wear_depth_m", "µm", 1e6),
+                          ("worn_volume_m3", "mm³", 1e9), ("peak_contact_force_steady_N", "N", 1.0)):
+        if col in table:
+            v0, v1 = table[col][table["update"] == 0] * sc, table[col][last] * sc
+            print(f"{col:32s} new {np.nanmedian(v0):10.4g} -> after {U} updates {np.nanmedian(v1):10.4g} {unit} (median)")
+    print(f"{summary['n_variants']} variant(s), {U} updates of {', '.join(f'{c:g}' for c in summary['cycles_per_update'])} "
+          f"cycles: {summary['elapsed_s']:.3g} s")
+    files = "wear.zarr, wear_metrics.csv, wear_summary.json, plots/" + (", wear_sensitivity.csv" if keys else "")
+    print(f"results in {out}/ ({files})")
+    return 0
+
+
 def cmd_identify(args):
     """Fit clearance parameters to a measurement (``jaxclear.identify``)."""
     from . import identify
@@ -431,6 +474,8 @@ EXAMPLES = {
     "cancel": "jaxclear cancel 3f2a9c1e",
     "sensitivity": "jaxclear sensitivity sweeps/sensitivity_slider_crank.toml --wrt joint.clearance_m,laws.restitution",
     "identify": "jaxclear identify sweeps/identify_clearance.toml --iterations 10",
+    "wear": ("jaxclear wear sweeps/wear_evolution.toml --out runs/wear_evolution\n"
+             "  jaxclear wear sweeps/wear_evolution.toml --set wear.updates=4 --wrt wear.coefficient_m2_per_N,joint.clearance_m"),
 }
 
 
@@ -549,8 +594,19 @@ def main(argv=None):
     idp.add_argument("--quiet", action="store_true", help="no progress messages")
     _cpu_option(idp)
     idp.set_defaults(func=cmd_identify)
+    we = _parser(sub, "wear", "evolve the bushing's Archard wear with the dynamics over cycles ([wear] table)")
+    we.add_argument("spec", help="TOML spec with a [wear] table, e.g. sweeps/wear_evolution.toml")
+    we.add_argument("--out", help="output directory (default: runs/<sweep.name>); rerun to resume")
+    we.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value, e.g. wear.updates=4")
+    we.add_argument("--wrt", action="append", metavar="KEY[,KEY...]",
+                    help="also write the gradients of the smooth peak contact force after the last update "
+                         "(wear_sensitivity.csv), e.g. wear.coefficient_m2_per_N,joint.clearance_m")
+    we.add_argument("--force", action="store_true", help="delete another spec's evolution in DIR and start over")
+    we.add_argument("--quiet", action="store_true", help="no progress messages")
+    _cpu_option(we)
+    we.set_defaults(func=cmd_wear)
     args = ap.parse_args(argv)
-    if args.cmd in ("plan", "run", "sensitivity", "identify"):
+    if args.cmd in ("plan", "run", "sensitivity", "identify", "wear"):
         from . import parallel  # before JAX starts its backends
         try:
             parallel.set_cpu_devices(args.cpu_devices)

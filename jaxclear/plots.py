@@ -777,3 +777,122 @@ def channels_vs_crank_angle(outdir, spec, table, summary, hists, t, channels, fi
     fig.savefig(pdir / filename, dpi=110)
     plt.close(fig)
     return [f"plots/{filename}"]
+
+
+# ---------------------------------------------------------------------------- wear evolution
+def _wear_variants(ev, n=4):
+    """Up to n variants (finished ones), spread over the sweep."""
+    ok = np.nonzero(ev["row_done"].all(axis=0))[0]
+    if not len(ok):
+        return []
+    return [int(ok[i]) for i in np.unique(np.linspace(0, len(ok) - 1, min(n, len(ok))).round().astype(int))]
+
+
+def _wear_joint(ev, i):
+    """The joint of variant i with the deepest final wear (the one its plots show)."""
+    d = ev["depth_m"][-1, i]
+    return int(np.nanargmax(np.nanmax(d, axis=-1))) if np.isfinite(d).any() else 0
+
+
+def _cycle_label(ax, cycles):
+    ax.set_ylabel("crank cycles")
+    if np.nanmax(cycles) >= 1e4:
+        ax.ticklabel_format(axis="y", style="sci", scilimits=(0, 0))
+
+
+def wear_evolution_plots(outdir, ev, table, spec):
+    """plots/wear_profile_polar.png (the worn bushing over the new one, radial clearance in polar
+    form), wear_depth_map.png (depth over bushing angle × cycles) and wear_vs_cycles.png (peak
+    contact force, largest radial clearance and worn volume against cycles)."""
+    pdir = Path(outdir) / "plots"
+    pdir.mkdir(parents=True, exist_ok=True)
+    idx = _wear_variants(ev, spec.get("outputs", {}).get("plot_variants", 4) or 4)
+    if not idx:
+        return []
+    axes = list(ev["inputs"])
+    inputs = {**ev["inputs"]}
+    U1 = ev["depth_m"].shape[0]
+    cycles = np.arange(U1)[:, None] * ev["cycles_per_update"][None, :]
+    names = ev["attrs"]["joints"]
+    rj = ev["journal_radius_m"]
+    written = []
+
+    # -- polar profiles
+    fig, axs = plt.subplots(1, len(idx), subplot_kw={"projection": "polar"}, figsize=(4.2 * len(idx) + 1.2, 4.6),
+                            squeeze=False)
+    rows = np.unique(np.linspace(0, U1 - 1, min(U1, 6)).round().astype(int))
+    cmap = plt.get_cmap("viridis")
+    norm = matplotlib.colors.Normalize(0, np.nanmax(cycles[:, idx]))
+    for ax, i in zip(axs[0], idx):
+        j = _wear_joint(ev, i)
+        p0 = ev["points0_m"][i, j]
+        th = np.arctan2(p0[:, 1], p0[:, 0])
+        o = np.argsort(th)
+        for m in rows:
+            r0 = np.linalg.norm(p0, axis=-1)
+            r = (r0 + ev["depth_m"][m, i, j] - rj[i, j]) * 1e6
+            ax.plot(np.r_[th[o], th[o][0]], np.r_[r[o], r[o][0]], color=cmap(norm(cycles[m, i])),
+                    lw=2.0 if m == 0 else 1.2, ls="--" if m == 0 else "-")
+        ax.set_rlabel_position(135)
+        ax.tick_params(labelsize=7)
+        ax.set_title(variant_label(inputs, axes, i) + (f"\njoint {names[j]}" if len(names) > 1 else ""), fontsize=8)
+        ax.text(np.deg2rad(135), ax.get_rmax() * 1.08, "µm", fontsize=7)
+    sm = matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap)
+    cb = fig.colorbar(sm, ax=axs[0].tolist(), shrink=0.8, pad=0.08)
+    cb.set_label("crank cycles (dashed: new bushing)")
+    fig.suptitle("radial clearance r(θ) − R_J [µm] of the bushing as it wears (bearing frame)", fontsize=10)
+    fig.savefig(pdir / "wear_profile_polar.png", dpi=110, bbox_inches="tight", pad_inches=0.1)
+    plt.close(fig)
+    written.append("plots/wear_profile_polar.png")
+
+    # -- depth map
+    fig, axs = plt.subplots(1, len(idx), figsize=(4.4 * len(idx) + 1.0, 3.8), squeeze=False, sharey=True)
+    vmax = np.nanmax(ev["depth_m"][:, idx]) * 1e6
+    for ax, i in zip(axs[0], idx):
+        j = _wear_joint(ev, i)
+        p0 = ev["points0_m"][i, j]
+        th = np.degrees(np.arctan2(p0[:, 1], p0[:, 0]))
+        o = np.argsort(th)
+        d = ev["depth_m"][:, i, j][:, o] * 1e6
+        im = ax.pcolormesh(th[o], cycles[:, i], d, shading="nearest", cmap="magma", vmin=0, vmax=vmax)
+        k = int(np.nanargmax(d[-1]))
+        ax.plot(th[o][k], cycles[-1, i], "c^", ms=7, clip_on=False)
+        ax.annotate(f"deepest {d[-1, k]:.3g} µm at {th[o][k]:.0f}°", (th[o][k], cycles[-1, i]),
+                    xytext=(0.5, 1.02), textcoords="axes fraction", ha="center", fontsize=7, color="k")
+        ax.set_xlabel("bushing angle θ [deg] (bearing frame)")
+        ax.set_xticks(np.arange(-180, 181, 90))
+        ax.set_title(variant_label(inputs, axes, i), fontsize=8, pad=16)
+        _cycle_label(ax, cycles[:, i])
+    cb = fig.colorbar(im, ax=axs[0].tolist(), shrink=0.9)
+    cb.set_label("wear depth h [µm]")
+    fig.savefig(pdir / "wear_depth_map.png", dpi=110, bbox_inches="tight", pad_inches=0.1)
+    plt.close(fig)
+    written.append("plots/wear_depth_map.png")
+
+    # -- force, clearance and volume against cycles
+    met = ev["metrics"]
+    panels = [("peak_contact_force_steady_N", "peak contact force (steady window) [N]", 1.0),
+              ("max_radial_clearance_m", "largest radial clearance [µm]", 1e6),
+              ("worn_volume_m3", "worn volume [mm³]", 1e9)]
+    panels = [pn for pn in panels if pn[0] in met]
+    fig, axs = plt.subplots(len(panels), 1, figsize=(7.8, 2.3 * len(panels) + 0.6), sharex=True, squeeze=False)
+    show = _wear_variants(ev, 8)
+    for ax, (col, lab, sc) in zip(axs[:, 0], panels):
+        for i in show:
+            y = met[col][:, i] * sc
+            line, = ax.plot(cycles[:, i], y, ".-", lw=1.2, ms=4, label=variant_label(inputs, axes, i))
+            k = int(np.nanargmax(y))
+            ax.annotate(f"{y[k]:.3g}", (cycles[k, i], y[k]), xytext=(3, 3), textcoords="offset points",
+                        fontsize=7, color=line.get_color())
+        ax.set_ylabel(lab, fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.tick_params(labelsize=7)
+    axs[-1, 0].set_xlabel("crank cycles")
+    if np.nanmax(cycles) >= 1e4:
+        axs[-1, 0].ticklabel_format(axis="x", style="sci", scilimits=(0, 0))
+    _legend_outside(axs[0, 0])
+    fig.suptitle(f"wear evolution: {len(show)} of {cycles.shape[1]} variants", fontsize=10)
+    fig.savefig(pdir / "wear_vs_cycles.png", dpi=110, bbox_inches="tight", pad_inches=0.1)
+    plt.close(fig)
+    written.append("plots/wear_vs_cycles.png")
+    return written

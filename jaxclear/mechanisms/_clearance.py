@@ -98,7 +98,14 @@ WEAR = Table("wear", (
           "dry: ~1e-13, lubricated: ~1e-16)", range=NONNEGATIVE, unit="m²/N"),
     Param("bushing_length_m", 0.02, "axial length L of the bushing (the contact pressure)", range=POSITIVE,
           guard=(1.0, ">=", "lengths are in metres (20 mm = 0.02): " + _MM)),
-), doc="Archard wear of the bushing over the steady window (jaxclear.wear; the point method)")
+    Param("updates", 10, "jaxclear wear: profile updates M (M + 1 simulated windows; jaxclear run reports the "
+          "first window's rates only)", range=(1, 100000)),
+    Param("cycles_per_update", 1e5, "jaxclear wear: crank cycles each update advances the profile by (wear "
+          "acceleration; keep each update's deepest increment a few % of the clearance)", range=POSITIVE),
+    Param("smoothing", 0.0, "jaxclear wear: each increment mixed with its neighbours, h ← (1 − s) h + s (h₋ + h₊)/2",
+          range=(0.0, 1.0, True)),
+), doc="Archard wear of the bushing (jaxclear.wear; the point method): rates over the steady window "
+       "(jaxclear run), the profile evolved over cycles (jaxclear wear)")
 
 
 def wear_on(spec):

@@ -232,6 +232,11 @@ class CrankLinkage:
         """The clearance joints' ``joints.JointParams`` in the params ``p`` (None: none)."""
         return p.joint
 
+    def with_joint_tree(self, p, jp):
+        """The params ``p`` with the clearance joints' ``joints.JointParams`` replaced by ``jp``
+        (a worn bushing, ``jaxclear.wear_evolution``)."""
+        return p._replace(joint=jp)
+
     def joint_clearance(self, p):
         """Each variant's nominal radial clearance [m] ((B,) or (B, J)) for the penetration columns."""
         jp = self.joint_tree(p)
@@ -466,7 +471,8 @@ class CrankLinkage:
         k = np.argmax(flat, axis=1)
         out["max_wear_depth_per_cycle_m"] = flat[np.arange(len(k)), k]
         xy = pts.reshape(depth.shape[0], -1, 2)[np.arange(len(k)), k]
-        out["max_wear_angle_deg"] = np.degrees(np.arctan2(xy[:, 1], xy[:, 0]))
+        out["max_wear_angle_deg"] = np.where(out["max_wear_depth_per_cycle_m"] > 0,  # no wear: no angle
+                                             np.degrees(np.arctan2(xy[:, 1], xy[:, 0])), np.nan)
 
     def plots(self, outdir, spec, table, summary, hists, t):
         """The shared sweep PNGs (contact force vs crank angle, orbits, DAF maps) and the linkage's own."""

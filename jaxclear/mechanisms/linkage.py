@@ -344,6 +344,9 @@ class Linkage(crank_linkage.CrankLinkage):
     def joint_tree(self, p):
         return p.fpm.joint
 
+    def with_joint_tree(self, p, jp):
+        return p._replace(fpm=p.fpm._replace(joint=jp))
+
     def joint_names(self, cfg):
         return cfg.layout.clearance
 
