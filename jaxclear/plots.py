@@ -438,7 +438,7 @@ def _groups(table, keys):
     return [(tuple(u), np.nonzero(np.all(cols == u, axis=1))[0]) for u in uniq]
 
 
-_UNITS = (("_m_per_s2", "m/s²"), ("_m_per_s", "m/s"), ("_rad_per_s2", "rad/s²"), ("_rad_per_s", "rad/s"),
+_UNITS = (("_m2_per_N", "m²/N"), ("_m_per_s2", "m/s²"), ("_m_per_s", "m/s"), ("_rad_per_s2", "rad/s²"), ("_rad_per_s", "rad/s"),
           ("_rpm", "rpm"), ("_Pa", "Pa"), ("_kg_m2", "kg·m²"), ("_kg", "kg"), ("_N", "N"), ("_rad", "rad"),
           ("_deg", "°"), ("_m", "m"), ("_s", "s"))
 
@@ -818,8 +818,8 @@ def wear_evolution_plots(outdir, ev, table, spec):
     written = []
 
     # -- polar profiles
-    fig, axs = plt.subplots(1, len(idx), subplot_kw={"projection": "polar"}, figsize=(4.2 * len(idx) + 1.2, 4.6),
-                            squeeze=False)
+    fig, axs = plt.subplots(1, len(idx), subplot_kw={"projection": "polar"}, figsize=(4.6 * len(idx) + 1.2, 4.6),
+                            squeeze=False, gridspec_kw={"wspace": 0.45})
     rows = np.unique(np.linspace(0, U1 - 1, min(U1, 6)).round().astype(int))
     cmap = plt.get_cmap("viridis")
     norm = matplotlib.colors.Normalize(0, np.nanmax(cycles[:, idx]))
@@ -833,10 +833,12 @@ def wear_evolution_plots(outdir, ev, table, spec):
             r = (r0 + ev["depth_m"][m, i, j] - rj[i, j]) * 1e6
             ax.plot(np.r_[th[o], th[o][0]], np.r_[r[o], r[o][0]], color=cmap(norm(cycles[m, i])),
                     lw=2.0 if m == 0 else 1.2, ls="--" if m == 0 else "-")
-        ax.set_rlabel_position(135)
+        ax.set_rlabel_position(112.5)
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g} µm"))
+        ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
         ax.tick_params(labelsize=7)
-        ax.set_title(variant_label(inputs, axes, i) + (f"\njoint {names[j]}" if len(names) > 1 else ""), fontsize=8)
-        ax.text(np.deg2rad(135), ax.get_rmax() * 1.08, "µm", fontsize=7)
+        ax.set_title(variant_label(inputs, axes, i) + (f"\njoint {names[j]}" if len(names) > 1 else ""),
+                     fontsize=8, pad=14)
     sm = matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap)
     cb = fig.colorbar(sm, ax=axs[0].tolist(), shrink=0.8, pad=0.08)
     cb.set_label("crank cycles (dashed: new bushing)")
@@ -861,7 +863,8 @@ def wear_evolution_plots(outdir, ev, table, spec):
                     xytext=(0.5, 1.02), textcoords="axes fraction", ha="center", fontsize=7, color="k")
         ax.set_xlabel("bushing angle θ [deg] (bearing frame)")
         ax.set_xticks(np.arange(-180, 181, 90))
-        ax.set_title(variant_label(inputs, axes, i), fontsize=8, pad=16)
+        ax.set_title(variant_label(inputs, axes, i) + (f", joint {names[j]}" if len(names) > 1 else ""),
+                     fontsize=8, pad=16)
         _cycle_label(ax, cycles[:, i])
     cb = fig.colorbar(im, ax=axs[0].tolist(), shrink=0.9)
     cb.set_label("wear depth h [µm]")
@@ -881,10 +884,12 @@ def wear_evolution_plots(outdir, ev, table, spec):
         for i in show:
             y = met[col][:, i] * sc
             line, = ax.plot(cycles[:, i], y, ".-", lw=1.2, ms=4, label=variant_label(inputs, axes, i))
-            k = int(np.nanargmax(y))
-            ax.annotate(f"{y[k]:.3g}", (cycles[k, i], y[k]), xytext=(3, 3), textcoords="offset points",
-                        fontsize=7, color=line.get_color())
+            k = int(np.nanargmax(y))  # the exact peak, labelled inside the axes
+            right = k > 0.6 * (len(y) - 1)
+            ax.annotate(f"{y[k]:.4g}", (cycles[k, i], y[k]), xytext=(-4 if right else 4, 4), textcoords="offset points",
+                        ha="right" if right else "left", fontsize=7, color=line.get_color())
         ax.set_ylabel(lab, fontsize=8)
+        ax.margins(y=0.15)
         ax.grid(alpha=0.3)
         ax.tick_params(labelsize=7)
     axs[-1, 0].set_xlabel("crank cycles")

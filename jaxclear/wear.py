@@ -9,8 +9,9 @@ k_w the dimensional wear coefficient [m³/(N·m) = m²/N], p_k the contact press
 [Pa], ds the sliding distance of the contact during the step (v_t the relative tangential
 velocity at the contact point).  The pressure follows the elastic-foundation (Winkler) model:
 proportional to the point's penetration d_k = R_J − |b_k − e| > 0 (b_k the point, e the journal
-centre, bearing frame), scaled so that it integrates over the contact arc and the bushing length
-L to the joint's normal force F_n:
+centre, bearing frame; computed as (R_J² − |b_k − e|²)/(2R_J) = d_k(1 − d_k/2R_J), without a square
+root per point, ``overlap``), scaled so that it integrates over the contact arc and the bushing
+length L to the joint's normal force F_n:
 
     p_k = F_n · d_k / (L · Σ_j d_j Δs_j),      Δs_k = ½(|b_{k+1} − b_k| + |b_k − b_{k−1}|),
 
@@ -38,12 +39,25 @@ def penetration(points, centre, journal_radius):
     return journal_radius - safe_norm(points - centre)
 
 
-def increment(points, centre, journal_radius, normal_force, slip_speed, dt, coefficient, length):
+def overlap(points, centre, journal_radius):
+    """(R_J² − |b_k − e|²)/(2 R_J) = d_k (1 − d_k/(2 R_J)) [m]: the penetration to a relative
+    d/(2R_J) (≤ 1e-3 at any realistic depth) without a square root per point, from the same
+    squared distances as the contact detection (``contact.detect_deepest``)."""
+    rel = points - centre
+    dist2 = rel[..., 0] ** 2 + rel[..., 1] ** 2
+    return (journal_radius * journal_radius - dist2) / (2.0 * journal_radius)
+
+
+def increment(points, centre, journal_radius, normal_force, slip_speed, dt, coefficient, length, ds=None):
     """(N,) wear depth dh_k [m] of one step (module docstring): ``normal_force`` F_n [N] (the
     joint's total, ≥ 0), ``slip_speed`` |v_t| [m/s], ``dt`` [s], ``coefficient`` k_w [m²/N],
-    ``length`` L [m]; 0 wherever the point does not penetrate or F_n = 0."""
-    d = jnp.maximum(penetration(points, centre, journal_radius), 0.0)
-    ds = arc_lengths(points)
+    ``length`` L [m]; 0 wherever the point does not penetrate or F_n = 0.  ``ds``: the points'
+    ``arc_lengths`` when the caller has them (a run's profile is fixed: computed once).
+
+    The Winkler weights use ``overlap`` (the penetration without a square root per point); the
+    volume Σ dh Δs L = k_w F_n ds is exact whatever the weights."""
+    d = jnp.maximum(overlap(points, centre, journal_radius), 0.0)
+    ds = arc_lengths(points) if ds is None else ds
     weight = jnp.sum(d * ds)
     safe = jnp.where(weight > 0, weight, 1.0)
     pressure = jnp.where(weight > 0, normal_force * d / (length * safe), 0.0)

@@ -54,6 +54,9 @@ _check = {
     "orders": {k: float(-np.polyfit(np.log(S["accuracy_n"]), np.log(e), 1)[0]) for k, e in errors.items()},
     "sims": {str(n): [float(t["peak_contact_force_N"][0]), int(t["max_contact_regions"][0]), bool(t["finite"][0])]
              for n, (t, _, _) in sims.items()},
+    "wear_volume_m3": np.asarray(ev["metrics"]["worn_volume_m3"]).T.tolist(),
+    "wear_k": ev["inputs"]["coefficient_m2_per_N"].tolist(),
+    "wear_depth_range_m": [float(np.ptp(ev["depth_m"][-1, j, 0])) for j in range(ev["depth_m"].shape[1])],
 }""" % _FIGS,
     "03_sensitivity_identification.ipynb": """
 _ad, _fd = fd_and_ad("smooth_peak_contact_force_N")
@@ -190,6 +193,12 @@ def test_notebooks_run_top_to_bottom(kernel_env, monkeypatch):
     assert 1.5 < c2["orders"]["raw deepest point"] < 2.5, c2["orders"]
     assert c2["orders"]["sub-grid refinement"] > c2["orders"]["raw deepest point"] + 0.7, c2["orders"]
     assert all(f > 0 and r >= 1 and ok for f, r, ok in c2["sims"].values()), c2["sims"]
+    # the evolved bushing: the worn volume grows at every update, faster for the larger k_w, and the
+    # bore is no longer round (the depth varies around it by more than 1 µm)
+    vol, k = c2["wear_volume_m3"], c2["wear_k"]
+    assert all(all(b > a for a, b in zip(v, v[1:])) for v in vol), vol
+    assert (vol[0][-1] < vol[1][-1]) == (k[0] < k[1]), (vol, k)
+    assert all(r > 1e-6 for r in c2["wear_depth_range_m"]), c2["wear_depth_range_m"]
 
     c3 = checks["03_sensitivity_identification.ipynb"]
     assert c3["all_finite"]

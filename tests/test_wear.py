@@ -66,18 +66,41 @@ def _window(k_w=1e-13):
     return window, p0.joint.points
 
 
-def test_wear_evolution_converges_as_the_cycles_per_update_shrink():
-    # 4000 cycles (k_w = 1e-13 m²/N: ~24 µm, a quarter of the clearance) in 2, 4, 8 and 16 updates:
-    # the deepest wear approaches the finest at first order (measured 4.5 %, 2.1 %, 0.4 % from it),
-    # the worn volume stays within 1.5 % (the cycle-to-cycle scatter of the impacts); the contact
-    # force grows as the bore wears.
+def test_the_evolved_profile_converges_at_first_order_in_the_cycles_per_update():
+    # A deterministic coupled window: a journal pressed 10 µm into the current bore (at its support
+    # along the load), the load swinging ±60° about −y, 200 load directions per window.  The wear
+    # moves the contact, so the loop is a true feedback; 20 000 cycles in 2, 4, 8, 16 updates
+    # against 32: the profile's relative L2 distance falls at least 2× per halving (first order:
+    # 3× against the finest; measured 10.7 %, 3.2 %, 0.67 %, 0.18 %).
+    pts = profiles.circle(RB, N)
+    phis = jnp.deg2rad(-90.0 + 60.0 * jnp.sin(jnp.linspace(0.0, 2 * np.pi, 200, endpoint=False)))
+
+    def one(points, phi):
+        u = jnp.stack([jnp.cos(phi), jnp.sin(phi)])
+        e = u * (jnp.max(points @ u) - RJ + 10e-6)
+        return wear.increment(points, e, RJ, 800.0, 0.5, 1e-4, 1e-13, 0.02)
+
+    import jax
+    window = jax.jit(lambda points: (jnp.sum(jax.vmap(lambda ph: one(points, ph))(phis), axis=0), {}))
+    final = {M: np.asarray(wear.evolve(window, pts, M, 2e4 / M, 1.0)[0][-1]) for M in (2, 4, 8, 16, 32)}
+    err = [np.linalg.norm(final[M] - final[32]) / np.linalg.norm(final[32]) for M in (2, 4, 8, 16)]
+    assert 20e-6 < final[32].max() < 40e-6
+    assert all(a > 2.0 * b for a, b in zip(err, err[1:])) and err[-1] < 0.005, err
+
+
+def test_the_mechanism_evolution_converges_to_its_impact_scatter():
+    # The Flores slider-crank (5000 rpm, c = 0.1 mm): 4000 cycles (~24 µm) in 2, 4, 8 and 16
+    # updates.  Its window is one cycle of a chaotic impact sequence, so the profile converges
+    # only down to the cycle-to-cycle scatter: the L2 distance to the finest shrinks (measured
+    # 5.1 %, 4.0 %, 2.9 %), the worn volume stays within 1.5 %; the contact force grows as the
+    # bore wears.
     window, pts = _window()
     out = {M: wear.evolve(window, pts, M, 4000 / M, 1.0) for M in (2, 4, 8, 16)}
-    vol = {M: float(wear.worn_volume(pts, d[-1], 0.02)) for M, (d, _) in out.items()}
-    deep = {M: float(d[-1].max()) for M, (d, _) in out.items()}
-    assert 10e-6 < deep[16] < 50e-6
-    err = [abs(deep[M] / deep[16] - 1.0) for M in (2, 4, 8)]
-    assert err[0] > err[1] > err[2] and err[2] < 0.01, (deep, err)
+    final = {M: np.asarray(d[-1]) for M, (d, _) in out.items()}
+    vol = {M: float(wear.worn_volume(pts, d, 0.02)) for M, d in final.items()}
+    assert 10e-6 < final[16].max() < 50e-6
+    err = [np.linalg.norm(final[M] - final[16]) / np.linalg.norm(final[16]) for M in (2, 4, 8)]
+    assert err[0] > err[1] > err[2] and err[0] < 0.1, err
     assert all(abs(vol[M] / vol[16] - 1.0) < 0.015 for M in (2, 4, 8)), vol
     peaks = [float(i["peak_contact_force_N"]) for i in out[16][1]]
     assert peaks[-1] > peaks[0]

@@ -329,6 +329,7 @@ class CrankLinkage:
         n_peaks = len(self.peak_names(cfg))
         jp_all = self.joint_tree(p)
         stacked = cfg.wear and jp_all.points.ndim == 3
+        arcs = wear.arc_lengths(jp_all.points) if cfg.wear else None  # the run's profile is fixed
 
         def wear_step(out):
             """(J, N) Archard depth of this step, in the steady window only (jaxclear.wear)."""
@@ -339,7 +340,7 @@ class CrankLinkage:
                 fn = jnp.sum(jf.normal_force)
                 slip = jnp.sum(jf.normal_force * jf.slip_speed) / jnp.where(fn > 0, fn, 1.0)
                 rows.append(wear.increment(jp.points, jf.e_local, jp.journal_radius, fn, slip, cfg.dt,
-                                           jp.wear_coefficient, jp.bushing_length))
+                                           jp.wear_coefficient, jp.bushing_length, arcs[j] if stacked else arcs))
             return jnp.where(t >= p.steady_start, jnp.stack(rows), 0.0)
 
         def reduce(acc_x, out, i):  # the metrics, then the mechanism's running maxima and the wear
