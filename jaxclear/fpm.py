@@ -139,7 +139,10 @@ def _rotate(pair, cs):
 # taken by static slices and the forces summed onto the nodes by static slices too: under vmap a
 # gather/scatter of (B, N, 2) node arrays reads and writes them index by index, in layouts that
 # force transposes, and the (B, E, 2) intermediates are reduced over a minor axis of 2.  At
-# B = 1024 this form ran the four-bar's step 1.5× faster (benchmarks/README.md, issue 17).
+# B = 1024 this form ran the four-bar's step 1.57-1.76× and the slider-crank's 1.26-1.42× faster
+# (benchmarks/bench_fpm.py --sizes 1024 --cost-ms 0, old and new trees alternated, issue 17).
+# Numerics: the same operations, but XLA fuses them differently, so round-off moves at the ulp
+# level (as a change of chunk size already moves it in chaotic contact runs).
 def _take(x, idx):
     """``x[..., idx]`` for a static index list, as slices of its consecutive runs (no gather)."""
     idx = [int(i) for i in idx]
