@@ -173,6 +173,7 @@ REGISTRY = {
     "impact_oscillator": "jaxclear.mechanisms.impact_oscillator",
     "plate_compactor": "jaxclear.mechanisms.plate_compactor",
     "linkage": "jaxclear.mechanisms.linkage",
+    "planet_pin": "jaxclear.mechanisms.planet_pin",
 }
 _listeners = []
 
