@@ -29,10 +29,12 @@ the reach: the envelope theorem) without the kink of |u| at zero tilt.  ε = 0 i
 
 Per contact k (4 of them: radial top, radial bottom, axial top, axial bottom): the contact point
 on the pin Q = E + R_B n (radial) or the rim point (axial), on the housing P = Q − δ n; the
-penetration rate δ̇ = n·(v_B(E) − v_A(P)) (pin centre against the housing's material point,
-as the planar joint, ``jaxclear.joints``); the normal force F_n = ``laws.normal_force`` (every
-law of ``laws.NORMAL_LAWS``; the hysteresis laws with the impact velocity δ̇⁻ captured at each
-contact's onset, the memory one value per contact: 0 off contact, ≥ a floor in contact); friction
+penetration rate δ̇ = n·(v_B(Q) − v_A(P)) (the material points' approach; for the spheres it is
+n·(v_B(E) − v_A(P)) as in the planar joint, ``jaxclear.joints``, and for a rim it includes the
+tilting rate, the envelope theorem); the normal force F_n = ``laws.normal_force`` (every
+law of ``laws.NORMAL_LAWS``; the hysteresis laws with the impact velocity δ̇⁻ of each contact,
+the largest approach rate since its onset (the onset rate of an ordinary impact; the memory is
+one value per contact: 0 off contact, ≥ a floor in contact); friction
 ``laws.friction_force`` on the relative tangential velocity v_t = (I − n nᵀ)(v_B(Q) − v_A(P)),
 F_t = f(|v_t|) v_t/|v_t| (the source's eqs. 30-36).  The pin receives −F_n n + F_t at Q, the
 housing the opposite at P; the moments are taken about each body's reference point.
@@ -57,17 +59,22 @@ CONTACTS = ("top", "bottom", "axial_top", "axial_bottom")
 @dataclass(frozen=True)
 class Config:
     """Static: normal_law (``laws.NORMAL_LAWS``), friction (``laws.FRICTION_MODELS``), axial
-    (whether the end faces' axial contacts are evaluated)."""
+    (whether the end faces' axial contacts are evaluated), impact_velocity: δ̇⁻ of the hysteresis
+    laws, "episode_max" (the largest approach rate since the contact began) or "onset" (the rate
+    at its first step, the rule of the planar ``jaxclear.joints``)."""
 
     normal_law: str = "flores"
     friction: str = "coulomb"
     axial: bool = True
+    impact_velocity: str = "episode_max"
 
     def validate(self):
         if self.normal_law not in laws.NORMAL_LAWS:
             raise ValueError(f"laws.normal = {self.normal_law!r}; allowed: {', '.join(laws.NORMAL_LAWS)}")
         if self.friction not in laws.FRICTION_MODELS:
             raise ValueError(f"friction.model = {self.friction!r}; allowed: {', '.join(laws.FRICTION_MODELS)}")
+        if self.impact_velocity not in ("episode_max", "onset"):
+            raise ValueError(f"impact_velocity = {self.impact_velocity!r}; allowed: 'episode_max', 'onset'")
         return self
 
 
@@ -193,23 +200,30 @@ def geometry(p: Params, kin: Kinematics, axial=True):
 
 def evaluate(cfg: Config, p: Params, kin: Kinematics, memory):
     """Loads of the joint on both bodies and the new impact memory (shape (4,) or (2,) without
-    the axial contacts; 0 off contact, the captured δ̇⁻ ≥ floor in contact).  Returns (Force,
+    the axial contacts; 0 off contact, δ̇⁻ ≥ floor in contact: the largest approach rate since the
+    contact began).  Returns (Force,
     memory)."""
     with integrate.stage("contact_detection"):
         depth, n, q_b, ends, offset, tilt, axial_pos = geometry(p, kin, cfg.axial)
         q_a = q_b - depth[:, None] * n
         vel_a = lambda pt: kin.v_a + jnp.cross(kin.w_a, pt - kin.x_a)
         vel_b = lambda pt: kin.v_b + jnp.cross(kin.w_b, pt - kin.x_b)
-        va_p = vel_a(q_a)
-        delta_dot = jnp.sum(n * (vel_b(ends) - va_p), -1)
-        rel = vel_b(q_b) - va_p
+        rel = vel_b(q_b) - vel_a(q_a)
+        delta_dot = jnp.sum(n * rel, -1)  # = n·(v_B(E) − v_A(P)) for the spheres: ω × (Q − E) ⊥ n
         v_t = rel - jnp.sum(rel * n, -1)[:, None] * n
         slip = safe_norm(v_t)
         active = depth > 0
     with integrate.stage("contact_laws"):
         prev = memory > 0
         started = active & ~prev
-        dd_minus = jnp.where(started, jnp.maximum(delta_dot, laws.IMPACT_VELOCITY_FLOOR), memory)
+        # δ̇⁻: the largest approach rate of the contact episode (the onset rate for an ordinary
+        # impact, which decelerates from first touch; a fast hit that begins as a graze is not
+        # left with the floor value, whose δ̇/δ̇⁻ would blow the damping term up)
+        onset_rate = jnp.maximum(delta_dot, laws.IMPACT_VELOCITY_FLOOR)
+        if cfg.impact_velocity == "episode_max":
+            dd_minus = jnp.maximum(jnp.where(started, 0.0, memory), onset_rate)
+        else:  # "onset": captured at the first step of contact (jaxclear.joints' rule)
+            dd_minus = jnp.where(started, onset_rate, memory)
         dd_minus = jnp.where(active, dd_minus, 0.0)
         k = len(depth)
         stiff = jnp.stack([p.stiffness, p.stiffness, p.axial_stiffness, p.axial_stiffness][:k])

@@ -158,9 +158,10 @@ def test_steady_tilting_moment_rests_at_the_geometric_tilt_limit():
 
 def test_parallel_pin_reproduces_the_planar_clearance_joint():
     """A pin parallel to the hole axis moving in the plane (spin about its axis, friction) is the
-    planar circular clearance joint with twice the stiffness (two ends in contact)."""
+    planar circular clearance joint with twice the stiffness (two ends in contact), with the
+    planar joint's rule for the impact velocity (captured at onset)."""
     p3 = cj.reference_params(restitution=0.7, friction_coefficient=0.15)
-    cfg3 = cj.Config("lankarani_nikravesh", "coulomb", True)
+    cfg3 = cj.Config("lankarani_nikravesh", "coulomb", True, impact_velocity="onset")
     dt, n = 5e-7, 2000
     save = lambda o: o[0].force_b
     (s3, _, f3), _ = jax.jit(lambda: _pin_run(cfg3, p3, (0, 0, 0), (0, 0, 200.0), (0.25, 0.1, 0.0), dt, n,
