@@ -174,6 +174,7 @@ REGISTRY = {
     "plate_compactor": "jaxclear.mechanisms.plate_compactor",
     "linkage": "jaxclear.mechanisms.linkage",
     "planet_pin": "jaxclear.mechanisms.planet_pin",
+    "rotor_two_bearings": "jaxclear.mechanisms.rotor_two_bearings",
 }
 _listeners = []
 
