@@ -263,16 +263,24 @@ def reference_params(**kw) -> Params:
 
 def fixed_housing_loads(cfg: Config, joint_params, external=None):
     """``loads`` for ``rigid3d.make_step`` of one pin (body B, n = 1) in a fixed housing (body A
-    at the origin, world axes): joint loads plus ``external(p, q, v, t) -> (F (3,) [N], τ (3,)
-    [N·m] world, about the centre of mass)``.  The aux is the joint's impact memory; the step
-    output is (Force, F_ext, τ_ext)."""
+    at the origin, world axes): ``housing_loads`` with a housing at rest."""
+    return housing_loads(cfg, joint_params, None, external)
+
+
+def housing_loads(cfg: Config, joint_params, housing=None, external=None):
+    """``loads`` for ``rigid3d.make_step`` of one pin (body B, n = 1) in a housing (body A) whose
+    motion is prescribed: ``housing(p, t) -> (x [m], R (3, 3), v [m/s], w [rad/s] world)`` (None:
+    at rest at the origin), plus ``external(p, q, v, t) -> (F (3,) [N], τ (3,) [N·m] world, about
+    the centre of mass)``.  The aux is the joint's impact memory; the step output is (Force,
+    F_ext, τ_ext)."""
     from . import rigid3d
 
     def loads(p, q, v, memory, t):
         dt = q.x.dtype
         z3, eye = jnp.zeros(3, dt), jnp.eye(3, dtype=dt)
+        xa, Ra, va, wa = housing(p, t) if housing is not None else (z3, eye, z3, z3)
         R_b = rigid3d.quat_to_matrix(q.quat[0])
-        kin = Kinematics(z3, eye, z3, z3, q.x[0], R_b, v.v[0], R_b @ v.w[0])
+        kin = Kinematics(xa, Ra, va, wa, q.x[0], R_b, v.v[0], R_b @ v.w[0])
         f, mem = evaluate(cfg, joint_params(p), kin, memory)
         fe, te = external(p, q, v, t) if external is not None else (z3, z3)
         return (f.force_b + fe)[None], (f.moment_b + te)[None], mem, (f, fe, te)
