@@ -529,12 +529,15 @@ def plots(outdir, spec, table, summary, hists, t):
         tt, d, f = first_impact(cfg, p, t1)
         fig, ax = plt.subplots(figsize=(6, 4.5))
         for k, name in enumerate(("top", "bottom")):
-            sel = d[:, k] > 0
-            if np.any(sel):
-                ax.plot(1e6 * d[sel, k], f[sel, k], ".-", ms=2, lw=0.7, label=f"{name} end")
+            on = d[:, k] > 0
+            if np.any(on):  # the first contact episode of this end only
+                i0 = int(np.argmax(on))
+                i1 = i0 + (int(np.argmin(on[i0:])) if not np.all(on[i0:]) else len(on) - i0)
+                ax.plot(1e6 * d[i0:i1, k], f[i0:i1, k], ".-", ms=2, lw=0.7,
+                        label=f"{name} end ({1e6 * (i1 - i0) * cfg.dt:.0f} µs)")
         ax.set_xlabel("penetration δ [µm]")
         ax.set_ylabel("normal contact force [N]")
-        ax.set_title(f"first impact, {_p.variant_label(table, axes_cols, i)}\n"
+        ax.set_title(f"first contact episode of each end, {_p.variant_label(table, axes_cols, i)}\n"
                      f"(law {spec['laws']['normal']}, e = {float(p.restitution):.2f}, every step of dt = {it['dt_s']:g} s)",
                      fontsize=8)
         ax.legend(fontsize=7)
