@@ -467,7 +467,6 @@ def plots(outdir, spec, table, summary, hists, t):
     pdir.mkdir(exist_ok=True)
     written = []
     t = np.asarray(t)
-    B = len(table["finite"])
     idx = _p.pick_variants(table, max(1, int(spec["outputs"]["plot_variants"])))
     axes_cols = [c for c in summary.get("axes", []) if c in table]
     c_of = lambda i: float(table["clearance_m"][i]) if "clearance_m" in table else spec["joint"]["clearance_m"]
