@@ -21,7 +21,8 @@ def markdown() -> str:
     out = ["Generated from the declarations (`python -m jaxclear.reference README.md`); every float of a",
            "sweepable table can be an axis or a `--set` override by its dotted path.", "",
            schema.reference_markdown([specmod.SWEEP, specmod.SAMPLING], title="Every spec")]
-    for name in ("slider_crank", "four_bar", "impact_oscillator", "plate_compactor"):
+    for name in ("slider_crank", "four_bar", "impact_oscillator", "plate_compactor", "planet_pin",
+                 "rotor_two_bearings"):
         sch = specmod.schema(name)
         own = [t for p, t in sch.decl.items() if p not in ("sweep", "sampling")]
         out.append(schema.reference_markdown(own, title=f"`model.mechanism = \"{name}\"`"))

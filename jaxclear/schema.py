@@ -173,6 +173,8 @@ REGISTRY = {
     "impact_oscillator": "jaxclear.mechanisms.impact_oscillator",
     "plate_compactor": "jaxclear.mechanisms.plate_compactor",
     "linkage": "jaxclear.mechanisms.linkage",
+    "planet_pin": "jaxclear.mechanisms.planet_pin",
+    "rotor_two_bearings": "jaxclear.mechanisms.rotor_two_bearings",
 }
 _listeners = []
 

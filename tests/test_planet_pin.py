@@ -1,0 +1,90 @@
+"""model.mechanism = "planet_pin": a helical planet on the 3D cylindrical clearance joint (Virlez
+et al. 2013's reduced Torsen test) through the sweep layer: spec checks, store, resume, plots,
+plan, and the physics of the loaded planet (it rests on the wall on the side of the mesh load,
+friction angle included, crosses over on the reversal, tilt within the geometric limit)."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from jaxclear import cli, spec as specmod, sweep
+from jaxclear.mechanisms import planet_pin as pp
+
+
+def _spec(**model):
+    return {"sweep": {"name": "planet_test"},
+            "model": {"mechanism": "planet_pin", "ramp_time_s": 3e-3, "reversal_time_s": 3e-3, "hold_time_s": 3e-3,
+                      **model},
+            "integrator": {"dt_s": 1e-6, "save_every": 100, "chunk_size": 2},
+            "outputs": {"histories": ["top_x_m", "top_y_m", "bottom_x_m", "bottom_y_m", "contact_force_N",
+                                      "penetration_m", "tilt_rad", "resisting_torque_N_m", "sun_torque_N_m"],
+                        "plot_variants": 2},
+            "axes": {"joint.clearance_m": {"values": [30e-6, 60e-6]}}}
+
+
+def test_spec_errors_name_the_field():
+    with pytest.raises(specmod.SpecError, match=r"joint.clearance_m = 0.005 must be smaller than joint.pin_radius_m"):
+        specmod.load({**_spec(), "axes": {}, "joint": {"clearance_m": 0.005, "pin_radius_m": 0.004}})
+    with pytest.raises(specmod.SpecError, match=r"model.initial_tilt_deg = 1.0 .*beyond joint.clearance_m"):
+        specmod.load({**_spec(initial_tilt_deg=1.0), "axes": {}})
+    with pytest.raises(specmod.SpecError, match=r"model.helix_angle_deg = 60.0 is outside the allowed range"):
+        specmod.load({**_spec(helix_angle_deg=60.0), "axes": {}})
+    with pytest.raises(specmod.SpecError, match=r"integrator.dt_s = 0.0001 exceeds the stability bound"):
+        sweep.plan(specmod.load({**_spec(), "integrator": {"dt_s": 1e-4}}))
+
+
+def test_plan_without_probe(tmp_path, capsys):
+    path = tmp_path / "p.toml"
+    path.write_text('[sweep]\nname = "p"\n[model]\nmechanism = "planet_pin"\nramp_time_s = 0.002\n'
+                    'reversal_time_s = 0.002\nhold_time_s = 0.001\n'
+                    '[axes]\n"friction.coefficient" = { values = [0.05, 0.1, 0.15] }\n')
+    assert cli.main(["plan", str(path), "--json", "--no-probe"]) == 0
+    e = json.loads(capsys.readouterr().out)
+    assert (e["mechanism"], e["n_variants"], e["steps_per_variant"], e["scheme"]) == ("planet_pin", 3, 5000,
+                                                                                     "verlet_predicted")
+
+
+def test_sweep_physics_store_resume_and_plots(tmp_path):
+    sp = _spec()
+    out = tmp_path / "pp"
+    table, summary, hists = sweep.run(sp, out=out, log=None, compile_cache=False)
+    assert summary["mechanism"] == "planet_pin" and summary["variants"] == 2 and np.all(table["finite"])
+    for c in ("peak_contact_force_top_N", "peak_contact_force_bottom_N", "peak_contact_force_axial_top_N",
+              "peak_contact_force_axial_bottom_N", "impacts_top", "max_tilt_rad", "settle_time_after_reversal_s",
+              "hold_resisting_torque_N_m"):
+        assert c in table, c
+    assert sorted(summary["plots"]) == ["plots/end_centre_trajectories.png", "plots/first_impact_hysteresis.png",
+                                        "plots/histories.png"]
+    t = np.asarray(sweep.load(out).t_s)
+    p = pp.params(sp, None, {**sweep.flat_values(specmod.load(sp)), "joint.clearance_m": 30e-6}, np.float64, 0)
+    mu, R, L = 0.1, float(p.pin_radius), float(p.length)
+    before = np.searchsorted(t, 3.0e-3 - 1e-9)  # T = +10 N·m at the end of the ramp, settled
+    for i, c in enumerate(table["clearance_m"]):
+        # steady load: both ends on the wall, the contact normal turned from the load by the
+        # friction angle atan μ (the spin's friction pushes the planet along the wall)
+        for k, sign in ((before, 1.0), (-1, -1.0)):
+            for end in ("top", "bottom"):
+                x, y = hists[f"{end}_x_m"][i, k], hists[f"{end}_y_m"][i, k]
+                r = math.hypot(x, y)
+                assert c < r < c + 2e-6, (end, r)
+                assert sign * y > 0  # on the side of the tangential load: +y, then −y after the reversal
+            T = hists["sun_torque_N_m"][i, k]
+            wt = T / float(p.r_s)
+            load = np.array([abs(wt) * math.tan(float(p.pressure)) / math.cos(float(p.helix)), wt])
+            nrm = np.array([hists["top_x_m"][i, k] + hists["bottom_x_m"][i, k], hists["top_y_m"][i, k] + hists["bottom_y_m"][i, k]])
+            ang = math.acos(load @ nrm / np.linalg.norm(load) / np.linalg.norm(nrm))
+            assert abs(ang - math.atan(mu)) < 0.35 * math.atan(mu), ang
+            # resisting torque: the radial friction μ N R_B plus the end face's, which acts nearer the
+            # axis (at steady load, not while the planet slides along the wall)
+            fn = hists["contact_force_N"][i, k]
+            lo, hi = mu * (fn[0] + fn[1]) * R, mu * fn.sum() * R
+            assert 0.97 * lo < hists["resisting_torque_N_m"][i, k] < 1.03 * hi
+        # the tilt never exceeds the geometric limit of the clearance (plus the largest penetration)
+        assert table["max_tilt_rad"][i] < math.asin(2 * (c + table["max_penetration_m"][i]) / L)
+        assert table["impacts_top"][i] >= 1 and 0 < table["settle_time_after_reversal_s"][i] < 3e-3
+    again, s2, _ = sweep.run(sp, out=out, log=None, compile_cache=False)
+    assert s2["rerun"]["chunks_reused"] == 1 and s2["rerun"]["chunks_computed"] == 0
+    for k in table:
+        np.testing.assert_array_equal(again[k], table[k])
