@@ -386,7 +386,7 @@ def plots(outdir, spec, table, summary, hists, t):
     idx = _p.pick_variants(table, max(1, int(spec["outputs"]["plot_variants"])))
     axes_cols = [c for c in summary.get("axes", []) if c in table]
     n = np.asarray(hists["journal_a_x_m"]).shape[1]
-    fig, axs = plt.subplots(1, 2, figsize=(10.5, 4.8))
+    fig, axs = plt.subplots(1, 2, figsize=(9.0, 4.2))  # equal-aspect panels: no room left above them
     for ax, j in zip(axs, ("a", "b")):
         for i in idx:
             c = float(table["clearance_m"][i]) if "clearance_m" in table else spec["joint"]["clearance_m"]
@@ -399,7 +399,8 @@ def plots(outdir, spec, table, summary, hists, t):
         ax.set_xlabel("x [µm]")
         ax.set_ylabel("y [µm] (gravity −y)")
         ax.set_title(f"journal {j.upper()}, second half of the run (dotted: clearance)", fontsize=8)
-    _p._legend_outside(axs[1])
+    handles, labels = axs[1].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=1)
     fig.suptitle("whirl: ρ = +1 cylindrical (journals in phase), −1 conical (in opposition)", fontsize=9)
     fig.tight_layout()
     fig.savefig(pdir / "journal_orbits.png", dpi=130, bbox_inches="tight")
