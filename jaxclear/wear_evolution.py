@@ -33,7 +33,9 @@ whole loop (a ``lax.scan`` over the updates around the simulation's own scan).
 from __future__ import annotations
 
 import json
+import shutil
 import time
+import uuid
 from dataclasses import replace
 from pathlib import Path
 
@@ -107,7 +109,6 @@ def _open(out, spec, pl, names, n_points, h, force, log):
     zarr = store.zarr
     path = path_of(out)
     for d in path.parent.glob(f"{NAME}.*.partial"):  # a half-built store of a killed run
-        import shutil
         shutil.rmtree(d, ignore_errors=True)
     if (path / "zarr.json").exists():
         for f in path.rglob("*.partial"):
@@ -120,8 +121,6 @@ def _open(out, spec, pl, names, n_points, h, force, log):
             raise SpecError(f"{out} holds the wear evolution of another spec (spec_hash {old}, this spec {h}); "
                             "use --force to delete it and rerun, or choose another --out")
         log(f"--force: deleting {path} (spec_hash {old}) and starting over")
-    import shutil
-    import uuid
     tmp = path.with_name(f"{NAME}.{uuid.uuid4().hex}.partial")
     U, n, cs = spec["wear"]["updates"], pl.n_variants, pl.chunk_size
     n_chunks = -(-n // cs)
@@ -221,13 +220,12 @@ def _joint_values(mech, p, name, b):
 def load_spec(spec_or_path, overrides=()):
     """The spec of a wear evolution (SpecError where it cannot evolve)."""
     spec = spec_or_path if isinstance(spec_or_path, dict) else specmod.load(spec_or_path, overrides)
-    mech = _mechanism(spec)
+    _mechanism(spec)  # a mechanism without clearance-joint bushings: SpecError
     from .mechanisms import _clearance
     if not _clearance.wear_on(spec):
         raise SpecError(f"wear.coefficient_m2_per_N = {spec.get('wear', {}).get('coefficient_m2_per_N', 0.0)!r}: "
                         "jaxclear wear needs a positive Archard coefficient (steel on steel, lubricated: "
                         "~1e-16 m²/N) or an axis over it")
-    del mech
     return spec
 
 
