@@ -33,7 +33,7 @@ in the plots), tilt angle, resisting torque; metrics per contact end (SI units i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import NamedTuple
 
 import jax
@@ -44,6 +44,7 @@ from .. import cylindrical_joint as cj, integrate, laws, metrics, rigid3d, spec 
 from ..schema import NONNEGATIVE, POSITIVE, Param, Table
 from ..spec import SpecError
 from . import declared, params_type
+from ._cylindrical import Config, make_config, validate_spec  # noqa: F401 (the protocol)
 
 DEG = math.pi / 180.0
 NAME = "planet_pin"
@@ -147,28 +148,6 @@ _ALL = Table("all", MODEL.params + JOINT.params + LAWS.params + FRICTION.params)
 Params = params_type("Params", _ALL)
 
 
-@dataclass(frozen=True)
-class Config:
-    """dt [s], save_every, n_saves, scheme, outputs, normal_law, friction (static)."""
-
-    dt: float
-    save_every: int
-    n_saves: int
-    scheme: str
-    outputs: tuple
-    normal_law: str = "flores"
-    friction: str = "coulomb"
-    checkpoint: bool = False
-
-    @property
-    def n_steps(self):
-        return self.n_saves * self.save_every
-
-    @property
-    def joint(self):
-        return cj.Config(self.normal_law, self.friction, True)
-
-
 class Result(NamedTuple):
     """history {channel: (n_saves,) or (n_saves, 4)}; acc: metrics.Packed over the 4 contacts;
     max_tilt [rad]; first_impact_time [s]; last onset times [s] of a radial impact before and
@@ -186,10 +165,6 @@ class Result(NamedTuple):
 
 
 # ------------------------------------------------------------------------------- spec protocol
-def validate_spec(spec):
-    Config(1.0, 1, 1, spec["integrator"]["scheme"], (), spec["laws"]["normal"], spec["friction"]["model"]).joint.validate()
-
-
 def check_values(cols):
     a = lambda k: np.asarray(cols[k], float)
     R, c, L = a("joint.pin_radius_m"), a("joint.clearance_m"), a("joint.length_m")
@@ -221,13 +196,6 @@ def t_end(spec, cols):
         return te
     tot = sum(np.asarray(cols[f"model.{k}"], float) for k in ("ramp_time_s", "reversal_time_s", "hold_time_s"))
     return float(np.max(tot))
-
-
-def make_config(spec, t_end):
-    it = spec["integrator"]
-    _, n_saves = integrate.steps_and_saves(t_end, it["dt_s"], it["save_every"])
-    return Config(it["dt_s"], it["save_every"], n_saves, it["scheme"], tuple(spec["outputs"]["histories"]),
-                  spec["laws"]["normal"], spec["friction"]["model"])
 
 
 def params(spec, cfg, flat, dtype, t_end):

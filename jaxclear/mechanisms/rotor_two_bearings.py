@@ -20,7 +20,7 @@ d̄_B|²) over the second half of the run (d the journal-centre offsets from the
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import NamedTuple
 
 import jax
@@ -31,6 +31,7 @@ from .. import cylindrical_joint as cj, integrate, laws, metrics, rigid3d, spec 
 from ..schema import NONNEGATIVE, POSITIVE, Param, Table
 from ..spec import SpecError
 from . import declared, params_type
+from ._cylindrical import Config, make_config, validate_spec  # noqa: F401 (the protocol)
 
 NAME = "rotor_two_bearings"
 DEG = math.pi / 180.0
@@ -117,26 +118,6 @@ _ALL = Table("all", MODEL.params + JOINT.params + LAWS.params + FRICTION.params)
 Params = params_type("Params", _ALL)
 
 
-@dataclass(frozen=True)
-class Config:
-    dt: float
-    save_every: int
-    n_saves: int
-    scheme: str
-    outputs: tuple
-    normal_law: str = "flores"
-    friction: str = "coulomb"
-    checkpoint: bool = False
-
-    @property
-    def n_steps(self):
-        return self.n_saves * self.save_every
-
-    @property
-    def joint(self):
-        return cj.Config(self.normal_law, self.friction, True)
-
-
 class Result(NamedTuple):
     """history; acc: metrics.Packed over the 8 contacts; max_orbit (2,) [m] per journal; the
     whirl sums (second half); mean friction torque [N·m] (second half); finite."""
@@ -147,10 +128,6 @@ class Result(NamedTuple):
     whirl: jnp.ndarray
     friction_torque: jnp.ndarray
     finite: jnp.ndarray
-
-
-def validate_spec(spec):
-    Config(1.0, 1, 1, spec["integrator"]["scheme"], (), spec["laws"]["normal"], spec["friction"]["model"]).joint.validate()
 
 
 def check_values(cols):
@@ -170,13 +147,6 @@ def check_values(cols):
 
 def t_end(spec, cols):
     return spec["integrator"]["t_end_s"]
-
-
-def make_config(spec, t_end):
-    it = spec["integrator"]
-    _, n_saves = integrate.steps_and_saves(t_end, it["dt_s"], it["save_every"])
-    return Config(it["dt_s"], it["save_every"], n_saves, it["scheme"], tuple(spec["outputs"]["histories"]),
-                  spec["laws"]["normal"], spec["friction"]["model"])
 
 
 def params(spec, cfg, flat, dtype, t_end):
