@@ -24,6 +24,7 @@ points, safe at no contact.
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from ._math import safe_norm
 
@@ -82,6 +83,18 @@ def smooth(increment, smoothing):
         return increment
     nb = 0.5 * (jnp.roll(increment, 1, -1) + jnp.roll(increment, -1, -1))
     return (1.0 - smoothing) * increment + smoothing * nb
+
+
+def deepest(points, depth):
+    """The deepest wear of each variant over all its joints' points (numpy): (depth [m], its angle
+    in the bearing frame [deg], NaN where nothing wears); ``points`` (B, …, N, 2), ``depth`` (B, …, N)."""
+    depth = np.asarray(depth)
+    B = depth.shape[0]
+    flat = depth.reshape(B, -1)
+    k = np.argmax(flat, axis=1)
+    xy = np.asarray(points).reshape(B, -1, 2)[np.arange(B), k]
+    h = flat[np.arange(B), k]
+    return h, np.where(h > 0, np.degrees(np.arctan2(xy[:, 1], xy[:, 0])), np.nan)
 
 
 def evolve(window, points0, updates, cycles_per_update, cycles_per_window, smoothing=0.0):

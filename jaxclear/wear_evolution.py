@@ -202,11 +202,7 @@ def profile_columns(points0, depth, journal_radius, length):
     r = np.linalg.norm(pts, axis=-1) - rj[..., None]
     ln = np.broadcast_to(np.asarray(length, float).reshape(B, -1), (B, J))
     vol = np.asarray(wear.worn_volume(points0, depth, 1.0)) * ln
-    flat = depth.reshape(B, -1)
-    k = np.argmax(np.where(np.isfinite(flat), flat, -np.inf), axis=1)
-    xy = np.asarray(points0).reshape(B, -1, 2)[np.arange(B), k]
-    deepest = flat[np.arange(B), k]
-    angle = np.where(deepest > 0, np.degrees(np.arctan2(xy[:, 1], xy[:, 0])), np.nan)  # no wear: no angle
+    deepest, angle = wear.deepest(points0, depth)
     return {"max_radial_clearance_m": r.reshape(B, -1).max(axis=1), "worn_volume_m3": vol.sum(axis=1),
             "max_wear_depth_m": deepest, "max_wear_depth_angle_deg": angle}
 

@@ -468,12 +468,7 @@ class CrankLinkage:
         pts = np.asarray(jp.points)[:n_real].reshape(depth.shape + (2,))
         length = np.asarray(jp.bushing_length)[:n_real].reshape(depth.shape[0], -1)[:, :1]
         out["worn_volume_per_cycle_m3"] = np.asarray(wear.worn_volume(pts, depth, length)).sum(axis=1)
-        flat = depth.reshape(depth.shape[0], -1)
-        k = np.argmax(flat, axis=1)
-        out["max_wear_depth_per_cycle_m"] = flat[np.arange(len(k)), k]
-        xy = pts.reshape(depth.shape[0], -1, 2)[np.arange(len(k)), k]
-        out["max_wear_angle_deg"] = np.where(out["max_wear_depth_per_cycle_m"] > 0,  # no wear: no angle
-                                             np.degrees(np.arctan2(xy[:, 1], xy[:, 0])), np.nan)
+        out["max_wear_depth_per_cycle_m"], out["max_wear_angle_deg"] = wear.deepest(pts, depth)
 
     def plots(self, outdir, spec, table, summary, hists, t):
         """The shared sweep PNGs (contact force vs crank angle, orbits, DAF maps) and the linkage's own."""
