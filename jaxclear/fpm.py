@@ -230,6 +230,17 @@ def element_forces(topo: Topology, p: Params, q):
     return N, Ma, Mb, F, T
 
 
+def element_loads(topo: Topology, p: Params, q):
+    """Axial force N [N] (tension > 0) and the internal bending moments at every element's ends a
+    and b [N·m] in the beam convention M = EI dθ/ds (s from a to b, θ the tangent's angle):
+    positive where the element bends counter-clockwise going from a to b (concave towards e⊥,
+    sagging for an element drawn along +x).  From ``element_forces``' moments on the element's
+    ends (counter-clockwise): M(a) = −M_a, M(b) = M_b; at rest, with no torque on the particle
+    between them, M(b) of one element = M(a) of the next."""
+    N, Ma, Mb, _, _ = element_forces(topo, p, q)
+    return N, -Ma, Mb
+
+
 def strain_energy(topo: Topology, p: Params, q):
     """U = Σ_e ½(EA/l₀)Δ² + (EI/l₀)(2φ_a² + 2φ_aφ_b + 2φ_b²) [J]."""
     _, _, dl, pa, pb = element_deformation(topo, p, q)

@@ -438,7 +438,7 @@ def _groups(table, keys):
     return [(tuple(u), np.nonzero(np.all(cols == u, axis=1))[0]) for u in uniq]
 
 
-_UNITS = (("_m2_per_N", "m²/N"), ("_m_per_s2", "m/s²"), ("_m_per_s", "m/s"), ("_rad_per_s2", "rad/s²"), ("_rad_per_s", "rad/s"),
+_UNITS = (("_m2_per_N", "m²/N"), ("_N_m", "N·m"), ("_m_per_s2", "m/s²"), ("_m_per_s", "m/s"), ("_rad_per_s2", "rad/s²"), ("_rad_per_s", "rad/s"),
           ("_rpm", "rpm"), ("_Pa", "Pa"), ("_kg_m2", "kg·m²"), ("_kg", "kg"), ("_N", "N"), ("_rad", "rad"),
           ("_deg", "°"), ("_m", "m"), ("_s", "s"))
 

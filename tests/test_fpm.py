@@ -69,6 +69,33 @@ def test_cantilever_tip_load_gives_PL3_over_3EI(n):
     x = np.arange(n) * L / n
     np.testing.assert_allclose(np.abs(np.asarray(Ma)), P * (L - x), rtol=1e-3, atol=1e-4 * P * L)
     assert abs(float(Mb[-1])) < 1e-4 * P * L
+    # signed, in the beam convention M = EI dθ/ds (hogging < 0): −P(L − x) at each element's start
+    # (towards node 0) and end, continuous from one element to the next; an axial force only
+    # from the load turned into the bent element's frame, |N| = P sin(chord slope) < P θ_tip
+    N, M0, M1 = (np.asarray(z) for z in fpm.element_loads(topo, p, s.q))
+    np.testing.assert_allclose(M0, -P * (L - x), rtol=1e-3, atol=1e-4 * P * L)
+    np.testing.assert_allclose(M1, -P * (L - x - L / n), rtol=1e-3, atol=1e-4 * P * L)
+    np.testing.assert_allclose(M1[:-1], M0[1:], rtol=1e-6)
+    assert np.max(np.abs(N)) < P * P * L ** 2 / (2 * E * IZ)
+
+
+def test_element_loads_of_a_bent_free_element_follow_its_curvature():
+    # M = EI dθ/ds: an element bent to a circular arc of curvature κ (tangents at ∓κl/2 from the
+    # chord) carries +EIκ at both ends, a stretched one N = EA Δ/l₀ (tension > 0); the same with
+    # the element drawn from b to a flips the moments' sign (s runs the other way).
+    topo, p = _beam(1, clamped=False)
+    kappa, stretch = 0.02, 1e-5
+    half = kappa * L / 2
+    q = fpm.Coordinates(nodes=jnp.array([[0.0, 0.0], [L + stretch, 0.0]]),
+                        rotations=jnp.array([[np.cos(-half), np.sin(-half)], [np.cos(half), np.sin(half)]]))
+    N, M0, M1 = (float(z[0]) for z in fpm.element_loads(topo, p, q))
+    EI, EA = E * IZ, E * A
+    assert abs(M0 / (EI * kappa) - 1) < 1e-9 and abs(M1 / (EI * kappa) - 1) < 1e-9
+    assert abs(N / (EA * stretch / L) - 1) < 1e-6
+    rev = fpm.Topology(n_nodes=2, n_rotations=2, elements=((1, 0, 1, 0),))
+    p_rev = p._replace(offsets=-p.offsets)  # the chord drawn along −x: tangents turned by π
+    N2, M02, M12 = (float(z[0]) for z in fpm.element_loads(rev, p_rev, q))
+    assert abs(N2 - N) < 1e-6 * abs(N) and abs(M02 + M1) < 1e-9 * EI * kappa and abs(M12 + M0) < 1e-9 * EI * kappa
 
 
 def test_cantilever_under_its_weight_converges_to_wL4_over_8EI():

@@ -134,6 +134,70 @@ def test_link_loads_are_columns_and_channels():
         assert 0 < saved <= peak * (1 + 1e-12), (col, saved, peak)
 
 
+ELEMENT_LOADS = ("axial_force_N", "bending_moment_start_N_m", "bending_moment_end_N_m")
+
+
+@pytest.mark.parametrize("crank_points", [["O", "B"], pytest.param(["B", "O"], marks=pytest.mark.slow)])
+def test_element_loads_of_a_loaded_linkage_at_rest_match_statics(crank_points):
+    # The slider-crank held still (1 rpm after a 1000 s ramp), no gravity, damped, four steel
+    # elements per link, a pull P along +x at C and a load Q along −y at B.  The rod (pinned at
+    # B, its journal free in the bushing) is a two-force member: N = +P, M = 0 in every element.
+    # The crank is a cantilever clamped at O (the driven rotation): N = +P and M = EI dθ/ds linear
+    # from −Q r at O to 0 at B (hogging), i.e. −Q(r − s) at a distance s from O along O→B, and
+    # +Q s at a distance s from B when the crank is declared B→O (elements numbered from the
+    # first point, s and so the moment's sign turned round).
+    P, Q, r, n = 100.0, 10.0, 0.05, 4
+    raw = _short(SC, **{"model.crank_speed_rpm": 1.0, "model.ramp_time_s": 1000.0, "model.exact_lumping": "false",
+                        "model.gravity_m_per_s2": 0.0, "model.damping_per_s": 2.0e4,
+                        "links.crank.elements": n, "links.crank.youngs_modulus_Pa": 2.07e11,
+                        "links.rod.youngs_modulus_Pa": 2.07e11, "points.B.force_y_N": -Q, "points.C.force_x_N": P,
+                        "integrator.t_end_s": 0.001, "integrator.dt_s": 3e-7, "integrator.save_every": 500})
+    raw["links"]["crank"]["points"] = crank_points
+    per = {f"{link}_element_{k}_{q}": (link, k, q) for link in ("crank", "rod") for k in range(1, n + 1) for q in ELEMENT_LOADS}
+    whole = [f"{link}_{q}" for link in ("crank", "rod") for q in ("bending_moment_N_m", "axial_force_N")]
+    raw["outputs"]["histories"] = list(per) + whole
+    _, _, hist = sweep.run(specmod.load(raw), log=lambda *a, **k: None)
+    last = {c: float(hist[c][0][-1]) for c in per}
+    forward = crank_points[0] == "O"
+    for k in range(1, n + 1):
+        s0, s1 = (k - 1) * r / n, k * r / n  # the element's ends' distances from the first point
+        moment = (lambda s: -Q * (r - s)) if forward else (lambda s: Q * s)
+        assert abs(last[f"crank_element_{k}_bending_moment_start_N_m"] - moment(s0)) < 1e-3 * Q * r, k
+        assert abs(last[f"crank_element_{k}_bending_moment_end_N_m"] - moment(s1)) < 1e-3 * Q * r, k
+        for link in ("crank", "rod"):
+            assert abs(last[f"{link}_element_{k}_axial_force_N"] / P - 1.0) < 1e-3, (link, k)
+        for end in ("start", "end"):
+            assert abs(last[f"rod_element_{k}_bending_moment_{end}_N_m"]) < 1e-4 * Q * r, k
+    # the per-link channels are the largest magnitudes over the elements, at every save
+    for link in ("crank", "rod"):
+        h = {q: np.stack([np.asarray(hist[f"{link}_element_{k}_{q}"][0]) for k in range(1, n + 1)]) for q in ELEMENT_LOADS}
+        np.testing.assert_allclose(np.max(np.abs(h["axial_force_N"]), axis=0), hist[f"{link}_axial_force_N"][0], rtol=1e-12)
+        bend = np.max(np.maximum(np.abs(h["bending_moment_start_N_m"]), np.abs(h["bending_moment_end_N_m"])), axis=0)
+        np.testing.assert_allclose(bend, hist[f"{link}_bending_moment_N_m"][0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("channel, message", [
+    ("rod_element_5_axial_force_N", r"'rod_element_5_axial_force_N': link 'rod' has 4 element\(s\).*1\.\.4 from its first point 'B'"),
+    ("crank_element_0_bending_moment_start_N_m", r"link 'crank' has 1 element\(s\)"),
+    ("rod_element_02_bending_moment_end_N_m", r"'rod_element_02_bending_moment_end_N_m': link 'rod' has 4"),
+    ("rod_element_1_shear_force_N", r"outputs\.histories entry 'rod_element_1_shear_force_N'.*allowed"),
+    ("wheel_element_1_axial_force_N", r"outputs\.histories entry 'wheel_element_1_axial_force_N'.*allowed"),
+])
+def test_an_unknown_or_out_of_range_element_channel_is_refused_naming_it(channel, message):
+    raw = _short(SC)
+    raw["outputs"]["histories"] = ["rod_element_4_axial_force_N", "crank_element_1_bending_moment_end_N_m", channel]
+    with pytest.raises(specmod.SpecError, match=message):
+        specmod.load(raw)
+    raw["outputs"]["histories"] = raw["outputs"]["histories"][:2]
+    specmod.load(raw)  # the element channels that exist are accepted
+
+
+def test_element_channels_are_plotted_with_their_units():
+    from jaxclear import plots
+    assert plots._name_unit("rod_element_2_bending_moment_start_N_m") == ("rod element 2 bending moment start", "N·m")
+    assert plots._name_unit("rod_element_2_axial_force_N") == ("rod element 2 axial force", "N")
+
+
 def test_a_start_at_speed_reproduces_the_flores_first_impact():
     # model.ramp_time_s = 0: every particle starts at the rigid ideal mechanism's velocity (crank
     # at 5000 rpm at top dead centre, journal centred), as slider_crank does; the first impact

@@ -21,6 +21,7 @@ Every float of these tables is sweepable by its dotted path (``links.rod.youngs_
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, replace
 
 import jax
@@ -36,6 +37,15 @@ from . import _clearance, crank_linkage, declared, params_type
 
 STRUCTURE = ("points", "links", "bodies", "joints")
 JOINT_TYPES = ("ground", "revolute", "clearance", "slider")
+ELEMENTS = 4  # links.<l>.elements when not given
+# per-element channels {link}_element_{k}_<quantity>: (quantity, index in fpm.element_loads, doc)
+ELEMENT_LOADS = (
+    ("axial_force_N", 0, "axial force N = (EA/l₀)Δ, tension > 0"),
+    ("bending_moment_start_N_m", 1, "bending moment at its end towards the link's first point"),
+    ("bending_moment_end_N_m", 2, "bending moment at its end towards the link's second point"))
+MOMENT_SIGN = ("M = EI dθ/ds along the link from its first point to its second: > 0 where it bends "
+               "counter-clockwise (concave to the left of first→second; sagging for a link drawn along +x)")
+_ELEMENT_CHANNEL = re.compile(r"^(?P<link>.+)_element_(?P<k>[0-9]+)_(?P<q>" + "|".join(q for q, _, _ in ELEMENT_LOADS) + ")$")
 
 MODEL = Table("model", (
     Param("mechanism", "linkage", "registered mechanism name"),
@@ -64,7 +74,7 @@ def _point(name):
 def _link(name):
     return Table(f"links.{name}", (
         Param("points", [], "the two points it joins", items=str),
-        Param("elements", 4, "planar beam elements (particles: elements + 1)", range=(1, 1000)),
+        Param("elements", ELEMENTS, "planar beam elements (particles: elements + 1)", range=(1, 1000)),
         Param("youngs_modulus_Pa", 2.07e11, "Young's modulus E (2.07e13: 'rigid')", range=POSITIVE,
               guard=(1e6, "<", "Young's modulus is in Pa (steel: 2.07e11): did you give GPa or MPa?")),
         Param("density_kg_per_m3", 7850.0, "density ρ (the section: A = m/(ρl), I_z = I/(ρl))", range=POSITIVE),
@@ -109,17 +119,35 @@ def tables(model):
     return out
 
 
-def output_channels(model):
+def _n_elements(d):
+    """A link's element count from its spec table (raw or merged); 0 where it is invalid (the
+    table's validation names it)."""
+    n = d.get("elements", ELEMENTS) if isinstance(d, dict) else ELEMENTS
+    return n if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= 1000 else 0
+
+
+def element_channel(name, k, quantity):
+    """'{name}_element_{k}_{quantity}': element k (1-based, from the link's first point) of link ``name``."""
+    return f"{name}_element_{k}_{quantity}"
+
+
+def output_channels(model, per_element=True):
     """Per clearance joint, the crank angle, per link (chord) angle, rate, acceleration, largest
-    bending moment and axial force, per point and body position, per body velocity and
-    acceleration."""
+    bending moment and axial force, per element of a link its axial force and end bending moments
+    (``per_element=False``: one '<k>' entry per quantity, for the docs), per point and body
+    position, per body velocity and acceleration."""
     skel = {t: model.get(t, {}) for t in STRUCTURE}
     ch = {"crank_angle_rad": "crank angle θ from +x (its drawn angle at t = 0)", **{k: d for k, (d, _) in crank_linkage.JOINT_CHANNELS.items()}}
-    for n in skel["links"]:
+    for n, d in skel["links"].items():
         ch.update({f"{n}_angle_rad": f"{n} chord angle", f"{n}_angular_velocity_rad_per_s": f"{n} chord rate",
                    f"{n}_angular_acceleration_rad_per_s2": f"{n} chord angular acceleration",
                    f"{n}_bending_moment_N_m": f"{n}: largest |M| over its elements' ends",
                    f"{n}_axial_force_N": f"{n}: largest |N| over its elements"})
+        count = _n_elements(d) if per_element else f"links.{n}.elements"
+        for k in range(1, count + 1) if per_element else ("<k>",):
+            for q, j, doc in ELEMENT_LOADS:
+                ch[element_channel(n, k, q)] = (f"{n} element {k} (1..{count}, numbered from its first point): {doc}"
+                                                + (f"; {MOMENT_SIGN}" if j else ""))
     for p in skel["points"]:
         ch.update({f"{p}_x_m": f"point {p} x", f"{p}_y_m": f"point {p} y"})
     for b in skel["bodies"]:
@@ -129,7 +157,7 @@ def output_channels(model):
 
 
 def _outputs_table(model):
-    return specmod.outputs_table(output_channels(model), ["crank_angle_rad", "contact_force_N",
+    return specmod.outputs_table(output_channels(model, per_element=False), ["crank_angle_rad", "contact_force_N",
                                                                       "journal_x_m", "journal_y_m"])
 
 
@@ -207,11 +235,28 @@ def validate_spec(spec):
             raise SpecError(f"joints.{n}.members = {d['members']!r}: a clearance joint has [journal, bearing]")
     _assemble(spec, _clearance.joint_config(spec))
     _amplified(spec)
+    _check_element_channels(spec)
     if m["ramp_time_s"] == 0:
         import warnings
         warnings.warn("model.ramp_time_s = 0: a start at speed loads the elastic links suddenly; the ideal twin's "
                       "reference (ideal_peak_* and the DAF columns) then carries their vibration (docs/fpm.md): "
                       "use a ramp for amplification factors", stacklevel=3)
+
+
+def _check_element_channels(spec):
+    """outputs.histories: an element channel of a declared link names one of its elements
+    (1..links.<l>.elements, written without leading zeros)."""
+    for ch in (spec.get("outputs") or {}).get("histories") or ():
+        m = _ELEMENT_CHANNEL.match(ch) if isinstance(ch, str) else None
+        if m is None or m["link"] not in spec["links"]:
+            continue  # the generic check names unknown channels
+        link, d = m["link"], spec["links"][m["link"]]
+        n = _n_elements(d)
+        if not (n and 1 <= int(m["k"]) <= n and m["k"] == str(int(m["k"]))):
+            a, b = (list(d.get("points", [])) + ["?", "?"])[:2]
+            raise SpecError(f"outputs.histories entry {ch!r}: link {link!r} has {n} element(s) (links.{link}.elements = {n}), "
+                            f"numbered 1..{n} from its first point {a!r} to {b!r}: use "
+                            f"{element_channel(link, min(max(int(m['k']), 1), n), m['q'])!r} or another index in 1..{n}")
 
 
 def _amplified(spec):
@@ -299,14 +344,21 @@ def _crank_of(cfg):
     return next(n for n, parts in cfg.layout.link_particles if any(rr == r for _, rr in parts))
 
 
+def _element_loads(cfg, pf, q):
+    """{link: (N, M_start, M_end)} (cfg.links order), each (n_elements,) from the link's first
+    point to its second: axial force [N] (tension > 0) and bending moments [N·m] at the
+    elements' ends (``fpm.element_loads``: M = EI dθ/ds)."""
+    loads = fpm.element_loads(cfg.layout.topology, pf, q)
+    idx = dict(cfg.layout.elements)
+    return {n: tuple(fpm._take(x, idx[n]) for x in loads) for n, _ in cfg.links}  # slices, no gather
+
+
 def _link_loads(cfg, pf, q):
     """Per link (cfg.links order): the largest |M| over its elements' ends [N·m] and the largest
     |N| over its elements [N] at this configuration."""
-    N, Ma, Mb, _, _ = fpm.element_forces(cfg.layout.topology, pf, q)
-    m = jnp.maximum(jnp.abs(Ma), jnp.abs(Mb))
-    idx = dict(cfg.layout.elements)
-    bend = jnp.stack([jnp.max(m[np.asarray(idx[n])]) for n, _ in cfg.links])
-    axial = jnp.stack([jnp.max(jnp.abs(N)[np.asarray(idx[n])]) for n, _ in cfg.links])
+    per = _element_loads(cfg, pf, q).values()
+    bend = jnp.stack([jnp.max(jnp.maximum(jnp.abs(m0), jnp.abs(m1))) for _, m0, m1 in per])
+    axial = jnp.stack([jnp.max(jnp.abs(N)) for N, _, _ in per])
     return bend, axial
 
 
@@ -428,6 +480,9 @@ class Linkage(crank_linkage.CrankLinkage):
         out = {}
         lay = cfg.layout
         dtype = q.nodes.dtype
+        per_element = {element_channel(n, k + 1, qn): (n, k, j) for n, idx in lay.elements
+                       for k in range(len(idx)) for qn, j, _ in ELEMENT_LOADS}
+        loads = None
         for k in cfg.outputs:
             if k in crank_linkage.JOINT_CHANNELS:
                 out[k] = jnp.stack([crank_linkage.JOINT_CHANNELS[k][1](j) for j in jfs]).astype(dtype)
@@ -435,6 +490,10 @@ class Linkage(crank_linkage.CrankLinkage):
                 e = dict(lay.elements)[_crank_of(cfg)][0]
                 pair = fpm._rotate(q.rotations[lay.topology.driven[0]], p.fpm.offsets[e, 0])
                 out[k] = jnp.arctan2(pair[1], pair[0])
+            elif k in per_element:  # one element's axial force or end moment, signed
+                loads = _element_loads(cfg, p.fpm, q) if loads is None else loads
+                link, e, j = per_element[k]
+                out[k] = loads[link][j][e]
             elif k.endswith(("_bending_moment_N_m", "_axial_force_N")):
                 bend, axial = _link_loads(cfg, p.fpm, q)
                 names = [n for n, _ in cfg.links]
