@@ -35,6 +35,32 @@ def test_spec_errors_name_the_field():
         sweep.plan(specmod.load({**_spec(), "integrator": {"dt_s": 1e-4}}))
 
 
+def _first_impacts(model=None, laws=None, t_end=3e-3, outputs=()):
+    """(Result, params) of one variant run by simulate (no sweep layer)."""
+    import dataclasses
+    import jax
+    sp = specmod.load({"model": {"mechanism": "planet_pin", "ramp_time_s": 2e-3, "reversal_time_s": 2e-3,
+                                 "hold_time_s": 1e-3, **(model or {})},
+                       "laws": laws or {}, "integrator": {"t_end_s": t_end}})
+    cfg = dataclasses.replace(pp.make_config(sp, t_end), outputs=tuple(outputs))
+    p = pp.params(sp, cfg, sweep.flat_values(sp), np.float64, t_end)
+    return jax.jit(lambda p: pp.simulate(cfg, p))(p), p, cfg
+
+
+def test_impact_velocity_key_onset_and_episode_max():
+    from jaxclear import metrics
+    with pytest.raises(specmod.SpecError, match=r"laws.impact_velocity = 'max'; allowed: episode_max, onset"):
+        specmod.load({**_spec(), "laws": {"impact_velocity": "max"}})
+    peaks = {}
+    for iv in ("episode_max", "onset"):
+        r, _, cfg = _first_impacts(laws={"impact_velocity": iv})
+        assert cfg.joint.impact_velocity == iv and bool(r.finite)
+        peaks[iv] = np.asarray(metrics.unpack(r.acc).peak_force)[:3]  # top, bottom, axial_top
+    # the same impacts (the rule only changes the damping term's δ̇⁻), yet not bit-identical
+    np.testing.assert_allclose(peaks["onset"], peaks["episode_max"], rtol=0.02)
+    assert np.max(np.abs(peaks["onset"] - peaks["episode_max"])) > 1e-3
+
+
 def test_plan_without_probe(tmp_path, capsys):
     path = tmp_path / "p.toml"
     path.write_text('[sweep]\nname = "p"\n[model]\nmechanism = "planet_pin"\nramp_time_s = 0.002\n'

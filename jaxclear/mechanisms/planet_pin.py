@@ -44,7 +44,7 @@ from .. import cylindrical_joint as cj, integrate, laws, metrics, rigid3d, spec 
 from ..schema import NONNEGATIVE, POSITIVE, Param, Table
 from ..spec import SpecError
 from . import declared, params_type
-from ._cylindrical import Config, make_config, validate_spec  # noqa: F401 (the protocol)
+from ._cylindrical import IMPACT_VELOCITY, Config, make_config, validate_spec  # noqa: F401 (the protocol)
 
 DEG = math.pi / 180.0
 NAME = "planet_pin"
@@ -125,6 +125,7 @@ JOINT = Table("joint", (
 LAWS = Table("laws", (
     Param("normal", "flores", "normal-force law (the source: K δ^1.5 + 8(1−e)K/(5eδ̇⁻) δ^1.5 δ̇ = flores)",
           choices=laws.NORMAL_LAWS),
+    IMPACT_VELOCITY,
     Param("stiffness_N_per_m_n", _K_RAD, "radial contact stiffness K (laws.internal_cylinder_stiffness, steel "
           "207 GPa, ν = 0.3, R_B = 13.5 mm, c = 50 µm)", range=POSITIVE, field="stiffness"),
     Param("axial_stiffness_N_per_m_n", _K_AX, "end-face stiffness (Hertz sphere of radius R_B on a flat, "
