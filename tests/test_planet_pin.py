@@ -31,8 +31,115 @@ def test_spec_errors_name_the_field():
         specmod.load({**_spec(initial_tilt_deg=1.0), "axes": {}})
     with pytest.raises(specmod.SpecError, match=r"model.helix_angle_deg = 60.0 is outside the allowed range"):
         specmod.load({**_spec(helix_angle_deg=60.0), "axes": {}})
+    with pytest.raises(specmod.SpecError, match=r"model.carrier_radius_m is given but model.carrier_speed_rpm is not"):
+        specmod.load({**_spec(carrier_radius_m=0.05), "axes": {}})
+    with pytest.raises(specmod.SpecError, match=r"model.carrier_speed_rpm = 2000000.0 is outside the allowed range"):
+        specmod.load({**_spec(carrier_speed_rpm=2e6), "axes": {}})
     with pytest.raises(specmod.SpecError, match=r"integrator.dt_s = 0.0001 exceeds the stability bound"):
         sweep.plan(specmod.load({**_spec(), "integrator": {"dt_s": 1e-4}}))
+
+
+def _first_impacts(model=None, laws=None, t_end=3e-3, outputs=(), integrator=None):
+    """(Result, params, cfg) of one variant run by simulate (no sweep layer)."""
+    import dataclasses
+    import jax
+    sp = specmod.load({"model": {"mechanism": "planet_pin", "ramp_time_s": 2e-3, "reversal_time_s": 2e-3,
+                                 "hold_time_s": 1e-3, **(model or {})},
+                       "laws": laws or {}, "integrator": {"t_end_s": t_end, **(integrator or {})}})
+    cfg = dataclasses.replace(pp.make_config(sp, t_end), outputs=tuple(outputs))
+    p = pp.params(sp, cfg, sweep.flat_values(sp), np.float64, t_end)
+    return jax.jit(lambda p: pp.simulate(cfg, p))(p), p, cfg
+
+
+def test_impact_velocity_key_onset_and_episode_max():
+    from jaxclear import metrics
+    with pytest.raises(specmod.SpecError, match=r"laws.impact_velocity = 'max'; allowed: episode_max, onset"):
+        specmod.load({**_spec(), "laws": {"impact_velocity": "max"}})
+    peaks = {}
+    for iv in ("episode_max", "onset"):
+        r, _, cfg = _first_impacts(laws={"impact_velocity": iv})
+        assert cfg.joint.impact_velocity == iv and bool(r.finite)
+        peaks[iv] = np.asarray(metrics.unpack(r.acc).peak_force)[:3]  # top, bottom, axial_top
+    # the same impacts (the rule only changes the damping term's δ̇⁻), yet not bit-identical
+    np.testing.assert_allclose(peaks["onset"], peaks["episode_max"], rtol=0.02)
+    assert np.max(np.abs(peaks["onset"] - peaks["episode_max"])) > 1e-3
+
+
+def test_clamped_carrier_is_todays_model_bit_for_bit():
+    """Without model.carrier_speed_rpm the step is the clamped-housing model (cylindrical_joint.
+    fixed_housing_loads, the spin held in the world frame) bit for bit; carrier_speed_rpm = 0
+    given (the rotating-carrier path at Ω = 0) equals it to rounding."""
+    import jax
+    import jax.numpy as jnp
+    from jaxclear import cylindrical_joint as cj, integrate, rigid3d
+    model = {"misalignment_y_deg": 0.05, "initial_tilt_deg": 0.01}
+    t_end = 1.5e-3
+    sp = specmod.load({"model": {"mechanism": "planet_pin", "ramp_time_s": 1e-3, "reversal_time_s": 1e-3,
+                                 "hold_time_s": 1e-3, **model}, "integrator": {"t_end_s": t_end}})
+    cfg = pp.make_config(sp, t_end)
+    assert not cfg.carrier
+    p = pp.params(sp, cfg, sweep.flat_values(sp), np.float64, t_end)
+
+    def external(p, q, v, t):  # the pre-carrier model written out
+        f, m = pp.mesh_load(p, t)
+        k = p.mesh_stiffness * (p.r_p * jnp.cos(p.pressure)) ** 2
+        c = 2.0 * p.mesh_damping * jnp.sqrt(k * p.inertia_axial)
+        e = 2.0 * jnp.arctan2(q.quat[0, 3], q.quat[0, 0]) - p.spin * t
+        e = jnp.arctan2(jnp.sin(e), jnp.cos(e))
+        b = rigid3d.quat_to_matrix(q.quat[0])[:, 2]
+        return f, m + (-k * e - c * (v.w[0, 2] - p.spin)) * b
+
+    loads = cj.fixed_housing_loads(cfg.joint, pp.joint_params, external)
+    mass, inertia = p.mass[None], jnp.stack([p.inertia_transverse, p.inertia_transverse, p.inertia_axial])[None]
+    quat = rigid3d.quat_exp(jnp.stack([p.tilt0, 0.0, 0.0]))[None]
+    s0 = rigid3d.initial_state(rigid3d.make_accel(mass, inertia, loads), p, rigid3d.Pose(jnp.zeros((1, 3)), quat),
+                               rigid3d.Twist(jnp.zeros((1, 3)), jnp.stack([0.0 * p.spin, 0.0 * p.spin, p.spin])[None]),
+                               cj.initial_memory(cfg.joint))
+    ref_step = rigid3d.make_step(cfg.scheme, mass, inertia, loads, cfg.dt)
+
+    def run(step, s0):
+        save = lambda o: (o[0].normal_force, o[0].offset)
+        s, _, h = integrate.simulate(step, p, s0, jnp.zeros(()), lambda a, o, i: a, 100, 15, save=save)
+        return s.q.x, s.q.quat, s.v.w, h
+
+    ref = jax.jit(lambda: run(ref_step, s0))()
+    ours = jax.jit(lambda: run(pp.make_step(cfg), pp.initial_state(cfg, p)))()
+    assert float(jnp.max(ref[3][0])) > 100.0  # the planet has hit the wall
+    for a, b in zip(jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(ours)):
+        np.testing.assert_array_equal(a, b)
+    # the rotating-carrier path at Ω = 0, and any carrier radius at rest: the same to rounding
+    r0, _, _ = _first_impacts({**model}, t_end=t_end, outputs=("top_x_m", "contact_force_N"))
+    r1, _, c1 = _first_impacts({**model, "carrier_speed_rpm": 0.0, "carrier_radius_m": 0.4}, t_end=t_end,
+                               outputs=("top_x_m", "contact_force_N"))
+    assert c1.carrier
+    for k in ("top_x_m", "contact_force_N"):
+        np.testing.assert_allclose(r1.history[k], r0.history[k], rtol=1e-9, atol=1e-9 * np.max(np.abs(r0.history[k])))
+
+
+def test_rotating_carrier_presses_the_planet_outward_with_the_centrifugal_force():
+    """Carrier at Ω = 1000 rpm about its axis at r_c, no mesh load, no spin relative to the carrier:
+    the planet, started with the carrier's motion, flies out, bounces and rests on the outward
+    side of the hole (+x in the carrier frame) with the normal force m Ω² (r_c + |d|) (|d| ≈ c
+    its offset), both ends sharing it."""
+    t_end = 8e-3
+    r, p, cfg = _first_impacts({"sun_torque_N_m": 0.0, "planet_speed_rpm": 0.0, "carrier_speed_rpm": 1000.0},
+                               t_end=t_end, integrator={"dt_s": 2e-6, "save_every": 100},
+                               outputs=("top_x_m", "top_y_m", "bottom_x_m", "bottom_y_m", "contact_force_N"))
+    assert cfg.carrier and bool(r.finite)
+    h = {k: np.asarray(v) for k, v in r.history.items()}
+    omega, rc, m, c = float(p.carrier_speed), float(p.carrier_radius), float(p.mass), float(p.clearance)
+    assert abs(omega - 1000 * 2 * math.pi / 60) < 1e-12 and rc == 0.03
+    last = slice(-10, None)  # the last 2 ms: settled
+    for end in ("top", "bottom"):
+        x, y = h[f"{end}_x_m"][last], h[f"{end}_y_m"][last]
+        assert np.all(x > c) and np.all(x < c + 1e-6) and np.all(np.abs(y) < 0.02 * c), (x, y)  # outward, on the wall
+    fn = h["contact_force_N"][last]
+    total = fn[:, 0] + fn[:, 1]
+    expect = m * omega ** 2 * (rc + float(np.mean(h["top_x_m"][last])))
+    np.testing.assert_allclose(total, expect, rtol=2e-3)
+    np.testing.assert_allclose(fn[:, 0], fn[:, 1], rtol=1e-3)
+    assert abs(np.mean(total) / (m * omega ** 2 * rc) - 1.0) < 0.01  # the brief's m Ω² r within 1 %
+    assert np.all(fn[:, 2:] < 1e-6)  # no axial load
 
 
 def test_plan_without_probe(tmp_path, capsys):

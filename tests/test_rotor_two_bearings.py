@@ -22,6 +22,18 @@ def _spec():
 def test_spec_error_names_the_field():
     with pytest.raises(specmod.SpecError, match=r"joint.length_m = 0.3 must be smaller than model.bearing_span_m"):
         specmod.load({**_spec(), "joint": {"length_m": 0.3}})
+    with pytest.raises(specmod.SpecError, match=r"laws.impact_velocity = 'first'; allowed: episode_max, onset"):
+        specmod.load({**_spec(), "laws": {"impact_velocity": "first"}})
+
+
+def test_impact_velocity_reaches_the_joints():
+    from jaxclear.mechanisms import rotor_two_bearings as rt
+    absent = specmod.load(_spec())
+    assert "impact_velocity" not in absent["laws"]  # optional: the hash of specs without it is kept
+    assert rt.make_config(absent, 0.01).joint.impact_velocity == "episode_max"
+    onset = specmod.load({**_spec(), "laws": {"impact_velocity": "onset"}})
+    assert rt.make_config(onset, 0.01).joint.impact_velocity == "onset"
+    assert specmod.spec_hash(onset) != specmod.spec_hash(absent)
 
 
 def test_static_and_couple_unbalance_whirl_cylindrical_and_conical(tmp_path):

@@ -189,6 +189,46 @@ def test_submit_poll_fetch_equals_local_run(client, dirs, tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout)["status"] == "done"
 
 
+PLANET = """
+[sweep]
+name = "planet"
+[model]
+mechanism = "planet_pin"
+ramp_time_s = 1e-3
+reversal_time_s = 1e-3
+hold_time_s = 1e-3
+[integrator]
+save_every = 100
+chunk_size = 2
+[outputs]
+plots = false
+[axes]
+"model.carrier_speed_rpm" = { values = [0.0, 1000.0] }
+"""
+
+
+@pytest.mark.slow
+def test_planet_pin_sweep_through_the_service(client):
+    """A 3D mechanism runs through the service like the planar ones: a tiny planet_pin sweep
+    (2 variants × 3000 steps: the carrier clamped and turning) finishes with its metric columns."""
+    job = client.submit(PLANET)
+    st = job.wait(timeout=300)
+    assert st["status"] == "done" and st["variants_done"] == 2, st
+    m = job.metrics()
+    assert len(m) == 2 and job.summary()["mechanism"] == "planet_pin"
+    np.testing.assert_array_equal(m["carrier_speed_rpm"], [0.0, 1000.0])
+    finite = [f"peak_contact_force_{c}_N" for c in ("top", "bottom", "axial_top", "axial_bottom")] + [
+        "smooth_peak_contact_force_N", "impacts_top", "impacts_bottom", "impacts_axial", "max_penetration_m",
+        "max_tilt_rad", "first_impact_time_s", "settle_time_after_loading_s", "settle_time_after_reversal_s",
+        "hold_resisting_torque_N_m", "peak_resisting_torque_N_m"]
+    assert set(m.columns) == {"carrier_speed_rpm", "finite", *finite}
+    for k in finite:
+        assert np.all(np.isfinite(np.asarray(m[k], float))), (k, m[k])
+    assert np.all(m["finite"])
+    assert np.all(np.asarray(m["peak_contact_force_top_N"], float) > 100.0)  # the planet hit the wall
+    assert np.all(np.asarray(m["impacts_top"]) >= 1)
+
+
 def test_bad_requests_are_4xx_naming_the_problem(server, client):
     ok_spec = TINY.encode()
     toml = {"Content-Type": "application/toml"}

@@ -1,16 +1,29 @@
 """What the two cylindrical-clearance-joint mechanisms (``planet_pin``, ``rotor_two_bearings``)
-share: their static Config, its check and its construction from a spec."""
+share: their static Config, its check and its construction from a spec, and the spec keys of
+the joint's static choices that both declare (``IMPACT_VELOCITY``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .. import cylindrical_joint as cj, integrate
+from ..schema import Param
+
+#: δ̇⁻ rules of ``cylindrical_joint.Config.impact_velocity``.
+IMPACT_VELOCITIES = ("episode_max", "onset")
+_IMPACT_VELOCITY_DEFAULT = "episode_max"
+
+#: ``laws.impact_velocity``: optional, so that specs written without it keep their hash.
+IMPACT_VELOCITY = Param(
+    "impact_velocity", _IMPACT_VELOCITY_DEFAULT,
+    "impact velocity δ̇⁻ of the hysteresis laws: \"episode_max\" (when absent) the largest approach rate since "
+    "the contact began, \"onset\" the rate at its first step (the planar joints' rule)",
+    choices=IMPACT_VELOCITIES, optional=True)
 
 
 @dataclass(frozen=True)
 class Config:
-    """dt [s], save_every, n_saves, scheme, outputs, normal_law, friction (static)."""
+    """dt [s], save_every, n_saves, scheme, outputs, normal_law, friction, impact_velocity (static)."""
 
     dt: float
     save_every: int
@@ -20,6 +33,7 @@ class Config:
     normal_law: str = "flores"
     friction: str = "coulomb"
     checkpoint: bool = False
+    impact_velocity: str = _IMPACT_VELOCITY_DEFAULT
 
     @property
     def n_steps(self):
@@ -27,15 +41,22 @@ class Config:
 
     @property
     def joint(self):
-        return cj.Config(self.normal_law, self.friction, True)
+        return cj.Config(self.normal_law, self.friction, True, self.impact_velocity)
+
+
+def _impact_velocity(spec):
+    return spec["laws"].get("impact_velocity", _IMPACT_VELOCITY_DEFAULT)
 
 
 def validate_spec(spec):
-    Config(1.0, 1, 1, spec["integrator"]["scheme"], (), spec["laws"]["normal"], spec["friction"]["model"]).joint.validate()
+    """The joint's static choices (their values are checked against the declared choices first,
+    ``spec.validate``, with the key's path in the message)."""
+    Config(1.0, 1, 1, spec["integrator"]["scheme"], (), spec["laws"]["normal"], spec["friction"]["model"],
+           impact_velocity=_impact_velocity(spec)).joint.validate()
 
 
 def make_config(spec, t_end):
     it = spec["integrator"]
     _, n_saves = integrate.steps_and_saves(t_end, it["dt_s"], it["save_every"])
     return Config(it["dt_s"], it["save_every"], n_saves, it["scheme"], tuple(spec["outputs"]["histories"]),
-                  spec["laws"]["normal"], spec["friction"]["model"])
+                  spec["laws"]["normal"], spec["friction"]["model"], impact_velocity=_impact_velocity(spec))

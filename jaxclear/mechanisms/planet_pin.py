@@ -5,7 +5,8 @@ friction in multibody dynamic simulation of automotive differentials", Theor. Ap
 3:013003: a Torsen (type C) planet sits without an axle in a cylindrical cavity of the
 housing; its tooth tips bear on the cavity wall (``jaxclear.cylindrical_joint``: the planet is
 the pin, R_B its tip radius, L its face width), a thrust washer and the housing limit its axial
-travel (axial gap), the housing is clamped.  A sun torque T(t) ramps linearly from 0 to T_max over
+travel (axial gap), the housing is clamped (the source's test) or turns with the carrier (below).
+A sun torque T(t) ramps linearly from 0 to T_max over
 ``ramp_time_s``, then linearly to −T_max over ``reversal_time_s`` and holds −T_max over
 ``hold_time_s`` (the source ramps to about 10 N·m and reverses).
 
@@ -25,6 +26,23 @@ k = k_m r_b² (k_m the mesh stiffness, r_b = r_p cos α_n) on the twist angle er
 moment about the planet axis, −b·M_joint (positive when it brakes the spin), the quantity of the
 source's Fig. 7.
 
+Rotating carrier (``carrier_speed_rpm`` Ω, ``carrier_radius_m`` r_c; optional keys, absent: the
+clamped housing, today's model bit for bit): the housing is body A of
+``cylindrical_joint.housing_loads`` on the prescribed rotation θ = Ω t about the carrier axis, the
+line through (−r_c, 0, 0) along e_z at t = 0, parallel to the nominal planet axis on the sun's side
+(the sun's axis in a planetary set: r_c = r_s + r_p for standard gears, the default 30 mm):
+
+    R_c = R_z(Ω t),   x_A = (−r_c, 0, 0) + R_c (r_c, 0, 0),   v_A = Ω e_z × (x_A + (r_c, 0, 0)),   ω_A = Ω e_z.
+
+The mesh load above is written in the carrier frame and turned by R_c (the sun stays on the
+carrier axis); the planet starts at the hole centre with the carrier's motion (v = Ω r_c e_y,
+ω = ω_p b + Ω e_z), and the end-centre offsets are reported in the carrier frame (R_cᵀ d).  The
+spin spring holds the spin **relative to the carrier**: with the world-frame twist it held the
+planet's absolute spin to ω_p, i.e. its spin in the housing to ω_p − Ω, and the joint's friction
+then saw the wrong sliding speed; twists about the common axis e_z add, so the relative twist is
+ψ − Ω t and the relative axial rate ω_z − Ω (Rᵀ e_z)_z.  At rest in the carrier the planet is
+pressed on the outward side of the hole (+x) by the centrifugal force m Ω² (r_c + |d|).
+
 Outputs: trajectories of the top and bottom end centres in the hole (the source's Fig. 5),
 contact force against penetration over the first impact (its Fig. 6, re-simulated step by step
 in the plots), tilt angle, resisting torque; metrics per contact end (SI units in the names).
@@ -33,7 +51,7 @@ in the plots), tilt angle, resisting torque; metrics per contact end (SI units i
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from typing import NamedTuple
 
 import jax
@@ -44,7 +62,8 @@ from .. import cylindrical_joint as cj, integrate, laws, metrics, rigid3d, spec 
 from ..schema import NONNEGATIVE, POSITIVE, Param, Table
 from ..spec import SpecError
 from . import declared, params_type
-from ._cylindrical import Config, make_config, validate_spec  # noqa: F401 (the protocol)
+from . import _cylindrical
+from ._cylindrical import IMPACT_VELOCITY
 
 DEG = math.pi / 180.0
 NAME = "planet_pin"
@@ -60,12 +79,13 @@ _I_TR = _MASS * (3 * _R_TIP ** 2 + _FACE ** 2) / 12.0           # 7.1e-6 kg·m²
 _SIGMA = 2 * (1 - 0.3 ** 2) / 207e9                             # steel on steel, σ_A + σ_B [1/Pa]
 _K_RAD = 4.0 / (3.0 * _SIGMA) * math.sqrt(_R_TIP * (_R_TIP + _CLEAR) / _CLEAR)  # 2.9e11 N/m^1.5
 _K_AX = 4.0 / (3.0 * _SIGMA) * math.sqrt(_R_TIP)                # Hertz sphere R_B on a flat: 1.8e10
+_R_ORBIT = 18e-3 + 12e-3     # carrier radius: r_s + r_p, the sun–planet centre distance (standard gears)
 
 OUTPUT_CHANNELS = {
-    "top_x_m": "x offset of the top end centre from the hole axis",
-    "top_y_m": "y offset of the top end centre from the hole axis",
-    "bottom_x_m": "x offset of the bottom end centre from the hole axis",
-    "bottom_y_m": "y offset of the bottom end centre from the hole axis",
+    "top_x_m": "x offset of the top end centre from the hole axis (carrier frame)",
+    "top_y_m": "y offset of the top end centre from the hole axis (carrier frame)",
+    "bottom_x_m": "x offset of the bottom end centre from the hole axis (carrier frame)",
+    "bottom_y_m": "y offset of the bottom end centre from the hole axis (carrier frame)",
     "contact_force_N": "normal force per contact (top, bottom, axial_top, axial_bottom), block maximum",
     "penetration_m": "penetration per contact (top, bottom, axial_top, axial_bottom)",
     "tilt_rad": "angle between the planet and hole axes",
@@ -109,6 +129,13 @@ MODEL = Table("model", (
           field="misalign_y", scale=DEG),
     Param("initial_tilt_deg", 0.0, "initial tilt of the planet axis about x", range=(-5.0, 5.0, True),
           field="tilt0", scale=DEG),
+    Param("carrier_speed_rpm", 0.0, "carrier (housing) speed Ω about the differential axis (parallel to z, "
+          "through (−r_c, 0, 0) at t = 0); absent: 0, the clamped housing of the source's test",
+          range=(-1e5, 1e5, True), field="carrier_speed", scale=2 * math.pi / 60, optional=True),
+    Param("carrier_radius_m", _R_ORBIT, "orbit radius r_c of the planet centre about the carrier axis (absent: "
+          "0.03 m, r_s + r_p of the default gears, the sun–planet centre distance of standard gears); needs "
+          "carrier_speed_rpm",
+          range=(0.0, 1.0, True), field="carrier_radius", optional=True),
 ), doc="planet gear, sun-torque history (Virlez et al. 2013's reduced Torsen test)")
 JOINT = Table("joint", (
     Param("pin_radius_m", _R_TIP, "planet tip radius R_B: the teeth tips bear on the cavity", range=(0.0, 1.0, False),
@@ -125,6 +152,7 @@ JOINT = Table("joint", (
 LAWS = Table("laws", (
     Param("normal", "flores", "normal-force law (the source: K δ^1.5 + 8(1−e)K/(5eδ̇⁻) δ^1.5 δ̇ = flores)",
           choices=laws.NORMAL_LAWS),
+    IMPACT_VELOCITY,
     Param("stiffness_N_per_m_n", _K_RAD, "radial contact stiffness K (laws.internal_cylinder_stiffness, steel "
           "207 GPa, ν = 0.3, R_B = 13.5 mm, c = 50 µm)", range=POSITIVE, field="stiffness"),
     Param("axial_stiffness_N_per_m_n", _K_AX, "end-face stiffness (Hertz sphere of radius R_B on a flat, "
@@ -165,6 +193,34 @@ class Result(NamedTuple):
 
 
 # ------------------------------------------------------------------------------- spec protocol
+@dataclass(frozen=True)
+class Config(_cylindrical.Config):
+    """The shared static configuration plus carrier: whether the carrier moves (the spec gives or
+    sweeps ``model.carrier_speed_rpm``); False: the clamped housing, today's model exactly."""
+
+    carrier: bool = False
+
+
+def _carrier_given(spec):
+    return "carrier_speed_rpm" in spec["model"] or _swept(spec, "model.carrier_speed_rpm")
+
+
+def _swept(spec, path):
+    return any(specmod.resolve_axis_key(spec, k) == path for k in spec.get("axes", {}))
+
+
+def validate_spec(spec):
+    """The shared static checks; a carrier radius without a carrier speed would do nothing."""
+    _cylindrical.validate_spec(spec)
+    if ("carrier_radius_m" in spec["model"] or _swept(spec, "model.carrier_radius_m")) and not _carrier_given(spec):
+        raise SpecError("model.carrier_radius_m is given but model.carrier_speed_rpm is not: the carrier is clamped "
+                        "and its radius does nothing; give model.carrier_speed_rpm (0 allowed) or remove the radius")
+
+
+def make_config(spec, t_end):
+    return Config(**asdict(_cylindrical.make_config(spec, t_end)), carrier=_carrier_given(spec))
+
+
 def check_values(cols):
     a = lambda k: np.asarray(cols[k], float)
     R, c, L = a("joint.pin_radius_m"), a("joint.clearance_m"), a("joint.length_m")
@@ -199,13 +255,17 @@ def t_end(spec, cols):
 
 
 def params(spec, cfg, flat, dtype, t_end):
+    """Params of one variant; an optional key absent from the spec takes its declared default."""
+    flat = {**{f"{t.path}.{q.key}": q.default for t in (MODEL,) for q in t.params if q.optional and q.field}, **flat}
     return Params(**{k: v for t in (MODEL, JOINT, LAWS, FRICTION) for k, v in declared(t, flat, dtype).items()})
 
 
 def _linear_stiffness(p: Params):
-    """Contact stiffness linearised at 20× the peak mesh resultant [N/m]."""
+    """Contact stiffness linearised at 20× (the peak mesh resultant + the centrifugal force
+    m Ω² r_c) [N/m]."""
     wt = jnp.abs(p.torque) / p.r_s
-    f_ref = 20.0 * wt * jnp.sqrt(1.0 + (jnp.tan(p.pressure) / jnp.cos(p.helix)) ** 2 + jnp.tan(p.helix) ** 2)
+    f_ref = 20.0 * (wt * jnp.sqrt(1.0 + (jnp.tan(p.pressure) / jnp.cos(p.helix)) ** 2 + jnp.tan(p.helix) ** 2)
+                    + p.mass * p.carrier_speed ** 2 * p.carrier_radius)
     n = p.exponent
     k = jnp.maximum(p.stiffness, p.axial_stiffness)
     return n * k ** (1.0 / n) * f_ref ** ((n - 1.0) / n)
@@ -214,6 +274,9 @@ def _linear_stiffness(p: Params):
 def check_params(spec, cfg, p, name):
     """The step must resolve the contact: dt below the stability bound of the contact linearised
     at 20× the peak mesh load on the smaller of the planet's mass and I_t/(L/2)² (tilting)."""
+    if not cfg.carrier and np.any(np.asarray(p.carrier_speed) != 0):
+        raise SpecError("params with a carrier speed need a Config with carrier = True (make_config of a spec that "
+                        "gives model.carrier_speed_rpm)")
     m_eff = jnp.minimum(p.mass, p.inertia_transverse / (0.5 * p.length) ** 2)
     k_spin = p.mesh_stiffness * (p.r_p * jnp.cos(p.pressure)) ** 2
     spin = np.asarray(integrate.stability_bound(cfg.scheme if cfg.scheme != "symplectic_euler" else "leapfrog",
@@ -251,8 +314,25 @@ def sun_torque(p: Params, t):
     return jnp.where(t < t1, up, jnp.where(t < t2, down, -p.torque))
 
 
+def carrier(p: Params, t):
+    """The carrier's (body A's) prescribed motion at t [s]: (x [m] the hole centre, R (3, 3),
+    v [m/s], w [rad/s]), world frame: rotation θ = Ω t about e_z through (−r_c, 0, 0), so
+    x = (−r_c, 0, 0) + R_z(θ) (r_c, 0, 0), v = Ω e_z × (x + (r_c, 0, 0)), w = Ω e_z (module
+    docstring).  Ω = 0: at rest at the origin, R = I."""
+    th = p.carrier_speed * t
+    c, s = jnp.cos(th), jnp.sin(th)
+    zero, one = jnp.zeros_like(c), jnp.ones_like(c)
+    R = jnp.stack([jnp.stack([c, -s, zero]), jnp.stack([s, c, zero]), jnp.stack([zero, zero, one])])
+    arm = jnp.stack([p.carrier_radius * c, p.carrier_radius * s, zero])  # carrier axis → hole centre
+    x = jnp.stack([-p.carrier_radius, zero, zero]) + arm
+    v = jnp.stack([-p.carrier_speed * arm[1], p.carrier_speed * arm[0], zero])
+    w = jnp.stack([zero, zero, p.carrier_speed * one])
+    return x, R, v, w
+
+
 def mesh_load(p: Params, t):
-    """(force [N] on the planet, moment [N·m] about its centre), world frame (module docstring)."""
+    """(force [N] on the planet, moment [N·m] about its centre) in the carrier frame (world frame
+    when the carrier is at rest; module docstring)."""
     wt = sun_torque(p, t) / p.r_s
     wr = jnp.abs(wt) * jnp.tan(p.pressure) / jnp.cos(p.helix)
     wa = wt * jnp.tan(p.helix)
@@ -270,20 +350,43 @@ def joint_params(p: Params):
                      cj.misaligned_axis(p.misalign_x, p.misalign_y), z, e3, z, p.face_smoothing)
 
 
-def spin_torque(p: Params, quat, w_axial, t):
-    """Torque [N·m] about the planet axis holding its spin to ω_p: −k e − c (ω_z − ω_p), e the
-    twist-angle error wrapped to (−π, π] (module docstring)."""
+def spin_torque(p: Params, quat, w_body, t, moving=True):
+    """Torque [N·m] about the planet axis holding its spin **relative to the carrier** to ω_p:
+    −k e − c (ω_rel − ω_p), e = ψ − Ω t − ω_p t the twist-angle error wrapped to (−π, π] (the
+    world twist ψ = 2 atan2(q_z, q_w) less the carrier's angle: twists about the common axis e_z
+    add), ω_rel = ω_z − Ω (Rᵀ e_z)_z the body-frame axial rate less the carrier's (module
+    docstring).  w_body (3,) [rad/s] the planet's body-frame angular velocity; moving (static):
+    False drops the carrier's terms (Ω = 0, the clamped housing)."""
     k = p.mesh_stiffness * (p.r_p * jnp.cos(p.pressure)) ** 2
     c = 2.0 * p.mesh_damping * jnp.sqrt(k * p.inertia_axial)
-    e = 2.0 * jnp.arctan2(quat[3], quat[0]) - p.spin * t
+    if moving:
+        R = rigid3d.quat_to_matrix(quat)
+        e = 2.0 * jnp.arctan2(quat[3], quat[0]) - p.carrier_speed * t - p.spin * t
+        rate = w_body[2] - p.carrier_speed * R[2, 2]
+    else:
+        e = 2.0 * jnp.arctan2(quat[3], quat[0]) - p.spin * t
+        rate = w_body[2]
     e = jnp.arctan2(jnp.sin(e), jnp.cos(e))
-    return -k * e - c * (w_axial - p.spin)
+    return -k * e - c * (rate - p.spin)
 
 
-def _external(p: Params, q, v, t):
-    f, m = mesh_load(p, t)
-    b = rigid3d.quat_to_matrix(q.quat[0])[:, 2]
-    return f, m + spin_torque(p, q.quat[0], v.w[0, 2], t) * b
+def _external(moving):
+    """external(p, q, v, t) -> (F [N], τ [N·m]) world: the mesh load turned with the carrier
+    and the spin torque along the planet axis b."""
+
+    def external(p: Params, q, v, t):
+        f, m = mesh_load(p, t)
+        if moving:
+            _, Rc, _, _ = carrier(p, t)
+            f, m = Rc @ f, Rc @ m
+        b = rigid3d.quat_to_matrix(q.quat[0])[:, 2]
+        return f, m + spin_torque(p, q.quat[0], v.w[0], t, moving) * b
+
+    return external
+
+
+def _loads(cfg: Config):
+    return cj.housing_loads(cfg.joint, joint_params, carrier if cfg.carrier else None, _external(cfg.carrier))
 
 
 def _bodies(p: Params):
@@ -293,17 +396,24 @@ def _bodies(p: Params):
 
 
 def initial_state(cfg: Config, p: Params):
+    """The planet at the hole centre moving with the carrier: v = Ω e_z × (r_c, 0, 0), body-frame
+    ω = ω_p e_z + Rᵀ Ω e_z (its spin ω_p relative to the carrier)."""
     dtype = p.mass.dtype
-    loads = cj.fixed_housing_loads(cfg.joint, joint_params, _external)
+    loads = _loads(cfg)
     quat = rigid3d.quat_exp(jnp.stack([p.tilt0, 0.0 * p.tilt0, 0.0 * p.tilt0]))[None]
     q0 = rigid3d.Pose(jnp.zeros((1, 3), dtype), quat)
-    v0 = rigid3d.Twist(jnp.zeros((1, 3), dtype), jnp.stack([0.0 * p.spin, 0.0 * p.spin, p.spin])[None])
+    w0 = jnp.stack([0.0 * p.spin, 0.0 * p.spin, p.spin])
+    if cfg.carrier:  # the carrier's point at the hole centre is the planet's centre
+        _, _, vc, wc = carrier(p, jnp.zeros((), dtype))
+        v0 = rigid3d.Twist(vc[None], (w0 + rigid3d.quat_to_matrix(quat[0]).T @ wc)[None])
+    else:
+        v0 = rigid3d.Twist(jnp.zeros((1, 3), dtype), w0[None])
     mass, inertia = _bodies(p)
     return rigid3d.initial_state(rigid3d.make_accel(mass, inertia, loads), p, q0, v0, cj.initial_memory(cfg.joint, dtype))
 
 
 def make_step(cfg: Config):
-    loads = cj.fixed_housing_loads(cfg.joint, joint_params, _external)
+    loads = _loads(cfg)
 
     def step(p, s, i):
         mass, inertia = _bodies(p)
@@ -312,6 +422,9 @@ def make_step(cfg: Config):
         t = (jnp.asarray(i, s.q.x.dtype) + 1.0) * cfg.dt
         b = rigid3d.quat_to_matrix(s1.q.quat[0])[:, 2]
         resisting = -(b @ f.moment_b)
+        if cfg.carrier:
+            _, Rc, _, _ = carrier(p, t)
+            f = f._replace(offset=f.offset @ Rc)  # end-centre offsets in the carrier frame: Rᵀ d
         return s1, (f, resisting, sun_torque(p, t), t)
 
     return step

@@ -31,7 +31,7 @@ from .. import cylindrical_joint as cj, integrate, laws, metrics, rigid3d, spec 
 from ..schema import NONNEGATIVE, POSITIVE, Param, Table
 from ..spec import SpecError
 from . import declared, params_type
-from ._cylindrical import Config, make_config, validate_spec  # noqa: F401 (the protocol)
+from ._cylindrical import IMPACT_VELOCITY, Config, make_config, validate_spec  # noqa: F401 (the protocol)
 
 NAME = "rotor_two_bearings"
 DEG = math.pi / 180.0
@@ -96,6 +96,7 @@ JOINT = Table("joint", (
 ), doc="the two cylindrical clearance bearings (jaxclear.cylindrical_joint)")
 LAWS = Table("laws", (
     Param("normal", "flores", "normal-force law", choices=laws.NORMAL_LAWS),
+    IMPACT_VELOCITY,
     Param("stiffness_N_per_m_n", _K, "radial stiffness K (laws.internal_cylinder_stiffness: steel journal "
           "207 GPa/0.3 in a bronze bushing 110 GPa/0.34, R_B = 12.5 mm, c = 50 µm)", range=POSITIVE, field="stiffness"),
     Param("axial_stiffness_N_per_m_n", _K_AX, "thrust-face stiffness (Hertz sphere R_B on a flat)", range=POSITIVE,
