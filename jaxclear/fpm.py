@@ -51,7 +51,9 @@ twice the given I for a slender bar.  ``link_lumping`` keeps the total mass m an
 rigid link's centroidal inertia exactly I: a share κ = 0.1 of I (at least) sits in the
 particles' rotational inertias (an explicit rotation needs one) and the point masses are
 shifted from the ends towards the middle until Σ m_α s_α² is the rest (n ≥ 2; with one element
-the paper's lumping is kept and its inertia excess reported by ``rigid_inertia``).
+the paper's lumping is kept and its inertia excess reported by ``rigid_inertia``).  The end
+particles keep a positive mass only while I > m L² (n − 2)/(12 n (1 − κ))
+(``exact_lumping_min_inertia``, derived in ``link_lumping``).
 
 Explicit update: the central difference (leapfrog) of ``integrate``.  Its critical step for an
 element of stiffness K and lumped masses M is 2/ω_max(M⁻¹K); the element-by-element bound
@@ -62,6 +64,7 @@ half of it (the paper's factor ≈ 0.5).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -323,8 +326,21 @@ def link_lumping(mass, inertia, length, n, exact=True):
     ``length`` (traceable).  exact=False: the paper's lumping (trapezoidal masses, the link's
     inertia shared by the particles ∝ their element lengths).  exact=True (n ≥ 2): rotational
     inertias κ·I at least, masses shifted from the trapezoid towards the interior particles so
-    that Σ m_α s_α² = I − Σ I_α (module docstring).  The result may be non-physical (a negative
-    mass) where I is below what the interior particles alone can carry: ``check_lumping``."""
+    that Σ m_α s_α² = I − Σ I_α (module docstring).
+
+    Feasibility of exact=True (n ≥ 2).  With s_α = α/n − ½ (× L), the trapezoid w_T (ends 1/(2n),
+    interior 1/n) has Σ w_T s² = (1 + 2/n²)/12 =: t_T and the interior-only weights w_I (1/(n − 1)
+    on α = 1 … n − 1, the ends 0) have the variance of the discrete uniform on 1 … n − 1 over n²,
+    Σ w_I s² = (n − 2)/(12 n) =: t_I.  If I − t_T m L² ≥ κ I the trapezoid is kept (blend 0);
+    otherwise the rotational inertias carry κ I and the masses are w = (1 − β) w_T + β w_I with
+    β = (t_T − t)/(t_T − t_I), t = (1 − κ) I/(m L²): the end masses m (1 − β)/(2n) are positive iff
+    β < 1, i.e. t > t_I, i.e.
+
+        I > m L² (n − 2) / (12 n (1 − κ))        (``exact_lumping_min_inertia``; 0 for n = 2)
+
+    (interior masses and the rotational inertias stay positive).  Below it the end masses are
+    ≤ 0 (non-physical); ``jaxclear.mechanisms.linkage`` refuses such a spec, ``critical_step``
+    such particles."""
     w_trap = np.full(n + 1, 1.0 / n)
     w_trap[[0, -1]] *= 0.5
     w_rot = w_trap.copy()
@@ -342,6 +358,32 @@ def link_lumping(mass, inertia, length, n, exact=True):
     return mass * w, rot * jnp.asarray(w_rot)
 
 
+def exact_lumping_min_inertia(mass, length, n):
+    """The centroidal inertia [kg·m²] that exact lumping of a link of ``n`` elements needs to
+    exceed (strictly) to keep every particle mass positive: m L² (n − 2)/(12 n (1 − κ)) for n ≥ 2
+    (derivation in ``link_lumping``), 0 for n = 1 (the paper's lumping).  numpy, elementwise."""
+    mass, length = np.asarray(mass, float), np.asarray(length, float)
+    if n < 2:
+        return np.zeros(np.broadcast_shapes(mass.shape, length.shape))
+    return mass * length ** 2 * (n - 2) / (12.0 * n * (1.0 - KAPPA))
+
+
+def exact_lumping_max_elements(mass, inertia, length):
+    """The most elements (≥ 2) exact lumping can give a link of this mass, inertia and length
+    (``exact_lumping_min_inertia`` < inertia); a large number where every count is feasible."""
+    r = 12.0 * (1.0 - KAPPA) * inertia / (mass * length ** 2)  # (n − 2)/n < r
+    return 10**9 if r >= 1.0 else max(2, math.ceil(2.0 / (1.0 - r)) - 1)
+
+
+class ParticleError(ValueError):
+    """A particle with a mass or rotational inertia that is not positive (``critical_step``);
+    ``variant``: the flat index over the leading (batch) axes, ``element``, ``side``."""
+
+    def __init__(self, message, variant=0, element=0, side=0):
+        super().__init__(message)
+        self.variant, self.element, self.side = variant, element, side
+
+
 def rigid_inertia(masses, inertias, length):
     """(total mass, centroidal inertia) of a rigid straight link with these particles."""
     n = masses.shape[-1] - 1
@@ -349,11 +391,15 @@ def rigid_inertia(masses, inertias, length):
     return jnp.sum(masses, -1), jnp.sum(masses * s ** 2, -1) + jnp.sum(inertias, -1)
 
 
-def critical_step(topo: Topology, p: Params, own_mass, own_inertia):
+def critical_step(topo: Topology, p: Params, own_mass, own_inertia, labels=None):
     """Largest stable step [s] of the central difference over the elements (numpy, batched over
     leading axes): 2/√λ_max of each element's M⁻¹K, K the 6×6 Euler–Bernoulli stiffness in the
     element frame, M the element's own share of its end particles' masses ``own_mass`` (E, 2)
-    and rotational inertias ``own_inertia`` (E, 2) (the element-by-element bound)."""
+    and rotational inertias ``own_inertia`` (E, 2) (the element-by-element bound).
+
+    A share that is not a positive finite number (a negative mass from an infeasible exact
+    lumping, a zero or NaN) raises ``ParticleError`` naming the element (``labels[e]`` where
+    given, e.g. the link and its element number), the end particle, the quantity and its value."""
     EA, EI, l = (np.asarray(x, float) for x in (p.EA, p.EI, p.l0))
     z = np.zeros_like(l)
     a, b, c, d = EA / l, 12 * EI / l ** 3, 6 * EI / l ** 2, 4 * EI / l
@@ -361,6 +407,17 @@ def critical_step(topo: Topology, p: Params, own_mass, own_inertia):
             [-a, z, z, a, z, z], [z, -b, -c, z, b, -c], [z, c, d / 2, z, -c, d]]
     K = np.stack([np.stack(r, -1) for r in rows], -2)
     m, J = np.asarray(own_mass, float), np.asarray(own_inertia, float)
+    for what, x in (("mass", m), ("rotational inertia", J)):
+        bad = ~(np.isfinite(x) & (x > 0))
+        if np.any(bad):
+            at = np.argwhere(bad)[0]
+            e, side = int(at[-2]), int(at[-1])
+            lead = at[:-2]
+            variant = int(np.ravel_multi_index(tuple(lead), x.shape[:-2])) if len(lead) else 0
+            label = labels[e] if labels is not None else f"element {e}"
+            raise ParticleError(f"{label}: the {what} of its end particle towards the link's "
+                                f"{'first' if side == 0 else 'second'} point is {float(x[tuple(at)]):.6g} (must be "
+                                "positive; a particle needs a mass and a rotational inertia)", variant, e, side)
     diag = np.stack([m[..., 0], m[..., 0], J[..., 0], m[..., 1], m[..., 1], J[..., 1]], -1)
     s = 1.0 / np.sqrt(diag)
     lam = np.linalg.eigvalsh(K * s[..., :, None] * s[..., None, :])[..., -1]

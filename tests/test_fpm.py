@@ -188,6 +188,46 @@ def test_exact_lumping_keeps_the_links_mass_and_inertia(n):
     np.testing.assert_allclose(ti, m * Lk ** 2 / 12 * (2 + 2 / n ** 2), rtol=1e-12)
 
 
+@pytest.mark.parametrize("n", [2, 3, 4, 8, 50])
+def test_exact_lumping_is_feasible_exactly_above_its_bound(n):
+    # I > m L² (n − 2)/(12 n (1 − κ)): every particle mass positive; just below it the end
+    # masses are negative (the shipped crank, 0.3 kg, 0.05 m, 1e-5 kg·m², is feasible for n ≤ 2 only)
+    m, Lk = 0.3, 0.05
+    bound = float(fpm.exact_lumping_min_inertia(m, Lk, n))
+    np.testing.assert_allclose(bound, m * Lk ** 2 * (n - 2) / (12 * n * (1 - fpm.KAPPA)), rtol=1e-15)
+    below = bound * (1 - 1e-6) if n > 2 else 1e-12  # n = 2: the bound is 0, any I > 0 will do
+    for inertia, ok in ((bound * (1 + 1e-6) + 1e-15, True), (below, n == 2)):
+        masses, rot = fpm.link_lumping(m, inertia, Lk, n)
+        assert bool(np.all(np.asarray(masses) > 0)) == ok, (n, inertia)
+        assert np.all(np.asarray(rot) > 0)
+    assert fpm.exact_lumping_max_elements(m, 1e-5, Lk) == 2
+    nmax = fpm.exact_lumping_max_elements(m, 3e-5, Lk)  # r = 0.432: (n − 2)/n < r for n ≤ 3
+    assert nmax == 3 and fpm.exact_lumping_min_inertia(m, Lk, nmax) < 3e-5 < fpm.exact_lumping_min_inertia(m, Lk, nmax + 1)
+
+
+def test_critical_step_names_a_particle_without_a_positive_mass_or_inertia():
+    # a negative, zero or NaN share gives a ParticleError naming the element, its end and the
+    # variant (leading axis), never a LinAlgError from the eigenvalues
+    topo, p = _beam(4)
+    n = 4
+    share = lambda x: np.stack([np.asarray(x)[:-1] / 2, np.asarray(x)[1:] / 2], -1)
+    m, J = share(p.mass), share(p.inertia)
+    assert np.isfinite(fpm.critical_step(topo, p, m, J))
+    labels = [f"links.beam, element {k + 1} of {n}" for k in range(n)]
+    for bad_m, bad_J, message in ((-1e-3, None, r"links\.beam, element 3 of 4: the mass of its end particle towards "
+                                                 r"the link's second point is -0\.001"),
+                                  (None, 0.0, r"element 3 of 4: the rotational inertia .* second point is 0 "),
+                                  (np.nan, None, r"element 3 of 4: the mass .* is nan")):
+        mb, Jb = np.stack([m, m]), np.stack([J, J])  # two variants, the second one bad
+        if bad_m is not None:
+            mb[1, 2, 1] = bad_m
+        if bad_J is not None:
+            Jb[1, 2, 1] = bad_J
+        with pytest.raises(fpm.ParticleError, match=message) as e:
+            fpm.critical_step(topo, p, mb, Jb, labels=labels)
+        assert (e.value.variant, e.value.element, e.value.side) == (1, 2, 1)
+
+
 def _fpm_slider_crank(clearance, c=0.5e-3, rpm=1000.0, ramp=0.005):
     """The slider-crank of Flores et al. (2008) as a stiff FPM linkage (E = 2.07e13 Pa, the
     paper's 'rigid' value): crank one element, rod four (its m and I kept exactly), the slider a

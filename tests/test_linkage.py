@@ -277,3 +277,78 @@ def test_a_linkage_without_a_clearance_joint_is_refused():
     raw["joints"]["C"]["type"] = "revolute"
     with pytest.raises(specmod.SpecError, match="at least one clearance joint"):
         specmod.load(raw)
+
+
+def test_exact_lumping_of_a_crank_too_light_in_rotation_is_refused_before_compiling():
+    # the shipped crank (0.3 kg, 0.05 m, 1e-5 kg·m²) exact-lumped over 4 elements needs I > m L² (n − 2)/
+    # (12 n (1 − κ)) = 3.47e-5 kg·m²: refused at load (no LinAlgError from the critical step), naming the
+    # link, its values, the bound and the remedies; also where only a swept variant falls below it
+    raw = _short(SC, **{"links.crank.elements": 4})
+    message = (r"links\.crank: model\.exact_lumping = true cannot keep its mass and inertia.*mass_kg = 0\.3, "
+               r"inertia_kg_m2 = 1e-05, length 0\.05 m .*elements = 4 need inertia_kg_m2 > m L² \(n − 2\)/\(12 n \(1 − κ\)\) "
+               r"= 3\.472e-05.*links\.crank\.elements <= 2, or model\.exact_lumping = false")
+    with pytest.raises(specmod.SpecError, match=message):
+        specmod.load(raw)
+    raw["links"]["crank"]["inertia_kg_m2"] = 1e-4
+    raw["axes"] = {"links.crank.inertia_kg_m2": {"values": [1e-4, 1e-5]}}
+    with pytest.raises(specmod.SpecError, match=r"links\.crank: .*\(variant 1: links\.crank\.inertia_kg_m2 = 1e-05\)"):
+        specmod.load(raw)
+    raw.pop("axes")
+    specmod.load(raw)  # 1e-4 > 3.47e-5: feasible
+    specmod.load(_short(SC, **{"links.crank.elements": 4, "model.exact_lumping": "false"}))  # the paper's lumping
+
+
+def test_a_particle_without_a_positive_mass_is_refused_by_the_step_check_naming_it(monkeypatch):
+    # the critical step's own guard (behind the validation): a negative particle mass is named,
+    # link, element and end, instead of numpy's LinAlgError
+    from jaxclear.mechanisms import linkage
+    monkeypatch.setattr(linkage, "_check_lumping", lambda spec: None)
+    with pytest.raises(specmod.SpecError, match=r"links\.crank, element 1 of 4: the mass of its end particle towards "
+                                                r"the link's first point is -0\.0213.*\(variant 0\)"):
+        sweep.plan(specmod.load(_short(SC, **{"links.crank.elements": 4})))
+
+
+def test_a_link_named_crank_gives_the_crank_angle_and_its_chord_angle_on_separate_channels():
+    # crank_angle_rad stays the crank angle (the driven particle: the ramp's θ = ω t²/(2 T) exactly);
+    # the link's chord angle is link_crank_angle_rad (atan2 of B − O). The crank, exact-lumped over
+    # 2 elements (feasible), flexible and loaded at B, bends: the two differ, and the run goes through.
+    raw = _short(SC, **{"links.crank.elements": 2, "links.crank.youngs_modulus_Pa": 2.07e11, "points.B.force_y_N": -2000.0,
+                        "integrator.t_end_s": 0.0016, "integrator.dt_s": 3.5e-8})
+    raw["integrator"]["steady_revolutions"] = 0.01
+    raw["outputs"]["histories"] = ["crank_angle_rad", "link_crank_angle_rad", "link_rod_angle_rad", "rod_angle_rad",
+                                   "O_x_m", "O_y_m", "B_x_m", "B_y_m"]
+    from jaxclear.mechanisms import linkage
+    doc = linkage.output_channels(raw)
+    assert doc["crank_angle_rad"].startswith("crank angle θ") and "link_crank_angle_rad" in doc["crank_angle_rad"]
+    assert doc["link_crank_angle_rad"].startswith("crank chord angle")
+    _, _, hist = sweep.run(specmod.load(raw), log=lambda *a, **k: None)
+    h = {k: np.asarray(hist[k][0]) for k in raw["outputs"]["histories"]}
+    t = np.arange(1, len(h["crank_angle_rad"]) + 1) * 500 * 3.5e-8
+    np.testing.assert_allclose(h["crank_angle_rad"], 1000 * np.pi / 30 * t ** 2 / (2 * 0.005), rtol=1e-9)
+    chord = np.arctan2(h["B_y_m"] - h["O_y_m"], h["B_x_m"] - h["O_x_m"])
+    np.testing.assert_allclose(h["link_crank_angle_rad"], chord, atol=1e-12)
+    assert np.max(np.abs(h["link_crank_angle_rad"] - h["crank_angle_rad"])) > 1e-4  # the crank bends
+    np.testing.assert_array_equal(h["link_rod_angle_rad"], h["rod_angle_rad"])
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: r["points"].update(journal={"x_m": 0.3}),
+     r"channel 'journal_x_m' is produced by both the clearance joints and points\.journal.*rename points\.journal"),
+    (lambda r: r["points"].update(slider={"x_m": 0.3}),
+     r"channel 'slider_x_m' is produced by both points\.slider and bodies\.slider"),
+    (lambda r: (r["links"].update(rod_element_1=r["links"].pop("rod")), r["joints"]["B"].update(members=["crank", "rod_element_1"]),
+                r["joints"]["C"].update(members=["rod_element_1", "slider"])),
+     r"links\.rod_element_1: a link name may not contain '_element_'.*rename the link, e\.g\. 'rod_el_1'"),
+])
+def test_a_channel_name_two_entries_would_produce_is_refused_naming_both(edit, message):
+    raw = _short(SC)
+    edit(raw)
+    with pytest.raises(specmod.SpecError, match=message):
+        specmod.load(raw)
+
+
+def test_the_link_angle_alias_cannot_shadow_another_links_chord_angle():
+    from jaxclear.mechanisms import linkage
+    with pytest.raises(specmod.SpecError, match=r"channel 'link_rod_angle_rad' is produced by both links\.rod and links\.link_rod"):
+        linkage._check_channel_names({"links": {"rod": {}, "link_rod": {}}, "points": {}, "bodies": {}})
+    linkage._check_channel_names({"links": {"crank": {}, "rod": {}}, "points": {"O": {}}, "bodies": {"slider": {}}})

@@ -53,8 +53,9 @@ MODEL = Table("model", (
     Param("crank_pivot", "", "the point where the crank is pinned to the ground"),
     Param("amplified", "", "amplified motion: 'link:<name>' (angular acceleration) or 'body:<name>' / "
                            "'point:<name>' (acceleration magnitude)"),
-    Param("exact_lumping", True, "particles keep every link's mass and centroidal inertia exactly "
-                                 "(false: the paper's lumping, which adds m l²/12·(1 + 2/n²))"),
+    Param("exact_lumping", True, "particles keep every link's mass and centroidal inertia exactly; needs "
+                                 "I > m l² (n − 2)/(12 n (1 − κ)), κ = 0.1, for a link of n elements, else "
+                                 "refused (false: the paper's lumping, which adds m l²/12·(1 + 2/n²))"),
     Param("damping_per_s", 0.0, "mass-proportional damping α", range=NONNEGATIVE, field="damping"),
     *_clearance.CRANK_DRIVE,
 ), doc="the linkage's crank driver and global settings (topology in points, links, bodies, joints)")
@@ -131,29 +132,86 @@ def element_channel(name, k, quantity):
     return f"{name}_element_{k}_{quantity}"
 
 
+CRANK_ANGLE = "crank_angle_rad"  # the mechanism's crank angle; a link named 'crank' never shadows it
+CHORD = (("angle_rad", "chord angle"), ("angular_velocity_rad_per_s", "chord rate"),
+         ("angular_acceleration_rad_per_s2", "chord angular acceleration"))
+WHOLE_LINK = (("bending_moment_N_m", "largest |M| over its elements' ends"),
+              ("axial_force_N", "largest |N| over its elements"))
+BODY = ("x_m", "y_m", "vx_m_per_s", "vy_m_per_s", "ax_m_per_s2", "ay_m_per_s2")
+
+
+def link_angle_alias(name):
+    """'link_{name}_angle_rad': link ``name``'s chord angle under a name no mechanism channel
+    takes (``{name}_angle_rad`` is the crank angle for a link named 'crank')."""
+    return f"link_{name}_angle_rad"
+
+
+def _channel_sources(model, per_element=True):
+    """[(channel, source, description)] of every channel, in the order of ``output_channels``,
+    the source the spec entry that produces it ('the mechanism', 'links.<l>', 'points.<p>',
+    'bodies.<b>')."""
+    skel = {t: model.get(t, {}) for t in STRUCTURE}
+    out = [(CRANK_ANGLE, "the mechanism", "crank angle θ from +x (its drawn angle at t = 0)")]
+    out += [(k, "the clearance joints", d) for k, (d, _) in crank_linkage.JOINT_CHANNELS.items()]
+    for n, d in skel["links"].items():
+        src = f"links.{n}"
+        out += [(f"{n}_{q}", src, f"{n} {doc}") for q, doc in CHORD]
+        out.append((link_angle_alias(n), src, f"{n} chord angle (= {n}_angle_rad; the name no other channel takes)"))
+        out += [(f"{n}_{q}", src, f"{n}: {doc}") for q, doc in WHOLE_LINK]
+        count = _n_elements(d) if per_element else f"links.{n}.elements"
+        for k in range(1, count + 1) if per_element else ("<k>",):
+            for q, j, doc in ELEMENT_LOADS:
+                out.append((element_channel(n, k, q), src, f"{n} element {k} (1..{count}, numbered from its first point): "
+                                                           f"{doc}" + (f"; {MOMENT_SIGN}" if j else "")))
+    for p in skel["points"]:
+        out += [(f"{p}_x_m", f"points.{p}", f"point {p} x"), (f"{p}_y_m", f"points.{p}", f"point {p} y")]
+    for b in skel["bodies"]:
+        out += [(f"{b}_{c}", f"bodies.{b}", f"body {b} {c}") for c in BODY]
+    return out
+
+
+def _shadowed_crank_angle(channel, source):
+    """A link named 'crank': its chord angle's plain name is the crank angle's, which keeps it
+    (the chord angle is link_crank_angle_rad); the one documented, allowed shadowing."""
+    return channel == CRANK_ANGLE and source == "links.crank"
+
+
 def output_channels(model, per_element=True):
     """Per clearance joint, the crank angle, per link (chord) angle, rate, acceleration, largest
     bending moment and axial force, per element of a link its axial force and end bending moments
     (``per_element=False``: one '<k>' entry per quantity, for the docs), per point and body
-    position, per body velocity and acceleration."""
-    skel = {t: model.get(t, {}) for t in STRUCTURE}
-    ch = {"crank_angle_rad": "crank angle θ from +x (its drawn angle at t = 0)", **{k: d for k, (d, _) in crank_linkage.JOINT_CHANNELS.items()}}
-    for n, d in skel["links"].items():
-        ch.update({f"{n}_angle_rad": f"{n} chord angle", f"{n}_angular_velocity_rad_per_s": f"{n} chord rate",
-                   f"{n}_angular_acceleration_rad_per_s2": f"{n} chord angular acceleration",
-                   f"{n}_bending_moment_N_m": f"{n}: largest |M| over its elements' ends",
-                   f"{n}_axial_force_N": f"{n}: largest |N| over its elements"})
-        count = _n_elements(d) if per_element else f"links.{n}.elements"
-        for k in range(1, count + 1) if per_element else ("<k>",):
-            for q, j, doc in ELEMENT_LOADS:
-                ch[element_channel(n, k, q)] = (f"{n} element {k} (1..{count}, numbered from its first point): {doc}"
-                                                + (f"; {MOMENT_SIGN}" if j else ""))
-    for p in skel["points"]:
-        ch.update({f"{p}_x_m": f"point {p} x", f"{p}_y_m": f"point {p} y"})
-    for b in skel["bodies"]:
-        ch.update({f"{b}_{c}": f"body {b} {c}" for c in ("x_m", "y_m", "vx_m_per_s", "vy_m_per_s",
-                                                          "ax_m_per_s2", "ay_m_per_s2")})
+    position, per body velocity and acceleration.  Every link's chord angle is also
+    ``link_<name>_angle_rad``; ``crank_angle_rad`` is always the crank angle (a link named 'crank'
+    gives its chord angle as ``link_crank_angle_rad`` only).  Any other name two entries would
+    produce is refused by ``validate_spec`` (``_check_channel_names``)."""
+    ch = {}
+    for k, src, doc in _channel_sources(model, per_element):
+        if _shadowed_crank_angle(k, src):
+            ch[k] += f" (link crank's chord angle: {link_angle_alias('crank')})"
+        else:
+            ch.setdefault(k, doc)
     return ch
+
+
+def _check_channel_names(spec):
+    """Link names free of '_element_' (its channels would read as another link's element
+    channels); no channel name produced by two entries (the crank angle against a link named
+    'crank' aside: ``output_channels``)."""
+    for n in spec.get("links", {}):
+        if "_element_" in n:
+            raise SpecError(f"links.{n}: a link name may not contain '_element_' (its channels, e.g. "
+                            f"{n + '_axial_force_N'!r}, would read as per-element channels "
+                            f"<link>_element_<k>_<quantity> of another link): rename the link, e.g. "
+                            f"{n.replace('_element_', '_el_')!r}")
+    seen = {}
+    for k, src, _ in _channel_sources(spec):
+        if _shadowed_crank_angle(k, src):
+            continue
+        if k in seen and seen[k] != src:
+            raise SpecError(f"channel {k!r} is produced by both {seen[k]} and {src}: the names would make one "
+                            f"shadow the other; rename {src if src != 'the clearance joints' else seen[k]} "
+                            f"(its channels are named after it)")
+        seen.setdefault(k, src)
 
 
 def _outputs_table(model):
@@ -222,6 +280,7 @@ def validate_spec(spec):
             raise SpecError(f"model.{k} = '': name the driven link and its ground pivot (model.crank, model.crank_pivot)")
     if m["crank"] not in spec["links"]:
         raise SpecError(f"model.crank = {m['crank']!r}: not a link; declared: {', '.join(spec['links'])}")
+    _check_channel_names(spec)  # before the topology: a bad name is refused as such
     _clearance.validate_spec(spec)
     if not any(d["type"] == "clearance" for d in spec.get("joints", {}).values()):
         raise SpecError("joints: a linkage needs at least one clearance joint (joints.<name>.type = 'clearance'); "
@@ -236,6 +295,7 @@ def validate_spec(spec):
     _assemble(spec, _clearance.joint_config(spec))
     _amplified(spec)
     _check_element_channels(spec)
+    _check_lumping(spec)
     if m["ramp_time_s"] == 0:
         import warnings
         warnings.warn("model.ramp_time_s = 0: a start at speed loads the elastic links suddenly; the ideal twin's "
@@ -257,6 +317,41 @@ def _check_element_channels(spec):
             raise SpecError(f"outputs.histories entry {ch!r}: link {link!r} has {n} element(s) (links.{link}.elements = {n}), "
                             f"numbered 1..{n} from its first point {a!r} to {b!r}: use "
                             f"{element_channel(link, min(max(int(m['k']), 1), n), m['q'])!r} or another index in 1..{n}")
+
+
+def _check_lumping(spec):
+    """model.exact_lumping: every link of n ≥ 2 elements, in every variant, has I > m L² (n − 2)/
+    (12 n (1 − κ)) (``fpm.exact_lumping_min_inertia``; below it the end particles' masses would
+    be ≤ 0 and nothing could run)."""
+    if not spec["model"]["exact_lumping"] or all(_n_elements(d) < 3 for d in spec["links"].values()):
+        return  # one element: the paper's lumping; two: always feasible (the bound is 0)
+    paths, values = specmod.axes_values(spec)
+    cols = specmod.variant_columns(spec, paths, values)
+    val = lambda path, default: np.atleast_1d(np.asarray(cols.get(path, default), float))
+    for n_, d in spec["links"].items():
+        n = _n_elements(d)
+        if n < 3:
+            continue  # one element: the paper's lumping; two: always feasible
+        a, b = d["points"]
+        m, inertia = val(f"links.{n_}.mass_kg", d["mass_kg"]), val(f"links.{n_}.inertia_kg_m2", d["inertia_kg_m2"])
+        xy = [val(f"points.{p}.{c}", spec["points"][p].get(c, 0.0)) for p in (a, b) for c in ("x_m", "y_m")]
+        length = np.hypot(xy[2] - xy[0], xy[3] - xy[1])
+        bound = fpm.exact_lumping_min_inertia(m, length, n)
+        bad = ~(inertia > bound)
+        if not np.any(bad):
+            continue
+        shape = np.broadcast_shapes(bad.shape, m.shape, inertia.shape, length.shape)
+        i = int(np.argmax(np.broadcast_to(bad, shape)))
+        mi, Ii, Li = (float(np.broadcast_to(x, shape)[i]) for x in (m, inertia, length))
+        bi = float(np.broadcast_to(bound, shape)[i])
+        nmax = fpm.exact_lumping_max_elements(mi, Ii, Li)
+        which = f" (variant {i}: " + ", ".join(f"{p} = {values[i, j]:.6g}" for j, p in enumerate(paths)) + ")" if paths else ""
+        raise SpecError(
+            f"links.{n_}: model.exact_lumping = true cannot keep its mass and inertia{which}: "
+            f"mass_kg = {mi:g}, inertia_kg_m2 = {Ii:g}, length {Li:g} m ({a!r} to {b!r}), elements = {n} need "
+            f"inertia_kg_m2 > m L² (n − 2)/(12 n (1 − κ)) = {bi:.4g} (κ = {fpm.KAPPA:g}); below it the end "
+            f"particles' masses would be ≤ 0. Use links.{n_}.elements <= {nmax}, or model.exact_lumping = false "
+            f"(the paper's lumping, which adds m L²/12·(1 + 2/n²) to the inertia)")
 
 
 def _amplified(spec):
@@ -439,7 +534,15 @@ class Linkage(crank_linkage.CrankLinkage):
                                 "a length (check points.<name>.x_m, y_m)")
         if cfg.layout.clearance:
             _clearance.check_bushing(cfg.joint, jax.tree_util.tree_map(lambda x: np.asarray(x)[:, 0], p.fpm.joint), name)
-        bound = fpm.critical_step(cfg.layout.topology, p.fpm, *fpm.element_shares(cfg.layout, p.fpm))
+        labels = [""] * len(cfg.layout.topology.elements)
+        for link, idx in cfg.layout.elements:
+            for k, e in enumerate(idx):
+                labels[e] = f"links.{link}, element {k + 1} of {len(idx)}"
+        try:
+            bound = fpm.critical_step(cfg.layout.topology, p.fpm, *fpm.element_shares(cfg.layout, p.fpm), labels=labels)
+        except fpm.ParticleError as e:
+            raise SpecError(f"{e} ({name(e.variant)}): check the link's mass_kg and inertia_kg_m2 (and the bodies' "
+                            "at its points)") from None
         factor = spec["integrator"]["step_factor"]
         if np.any(cfg.dt > factor * bound):
             i = int(np.argmin(bound))
@@ -473,20 +576,27 @@ class Linkage(crank_linkage.CrankLinkage):
         """The shared sweep PNGs and every other saved scalar channel against the crank angle."""
         from .. import plots as plots_
         written = super().plots(outdir, spec, table, summary, hists, t)
-        rest = [c for c in spec["outputs"]["histories"] if c not in crank_linkage.JOINT_CHANNELS and c != "crank_angle_rad"]
+        rest = [c for c in spec["outputs"]["histories"] if c not in crank_linkage.JOINT_CHANNELS and c != CRANK_ANGLE]
         return written + plots_.channels_vs_crank_angle(outdir, spec, table, summary, hists, t, rest)
 
     def _outputs(self, cfg, q, v, a, jfs, p=None):
         out = {}
         lay = cfg.layout
         dtype = q.nodes.dtype
+        names = [n for n, _ in cfg.links]
+        # every channel by its exact name (validate_spec refuses a name two entries produce)
         per_element = {element_channel(n, k + 1, qn): (n, k, j) for n, idx in lay.elements
                        for k in range(len(idx)) for qn, j, _ in ELEMENT_LOADS}
-        loads = None
+        whole = {f"{n}_{qn}": (j, i) for i, n in enumerate(names) for j, (qn, _) in enumerate(WHOLE_LINK)}
+        chord = {f"{n}_{qn}": (n, j) for n in names for j, (qn, _) in enumerate(CHORD)}
+        chord.update({link_angle_alias(n): (n, 0) for n in names})
+        body = {f"{b}_{c}": (node, c) for b, (node, _) in lay.bodies for c in BODY}
+        point = {f"{pnt}_{c}_m": (node, i) for pnt, node in cfg.point_nodes for i, c in enumerate("xy")}
+        loads = link_loads = None
         for k in cfg.outputs:
             if k in crank_linkage.JOINT_CHANNELS:
                 out[k] = jnp.stack([crank_linkage.JOINT_CHANNELS[k][1](j) for j in jfs]).astype(dtype)
-            elif k == "crank_angle_rad":  # the driven particle turned from the crank's drawn angle
+            elif k == CRANK_ANGLE:  # the driven particle turned from the crank's drawn angle
                 e = dict(lay.elements)[_crank_of(cfg)][0]
                 pair = fpm._rotate(q.rotations[lay.topology.driven[0]], p.fpm.offsets[e, 0])
                 out[k] = jnp.arctan2(pair[1], pair[0])
@@ -494,33 +604,24 @@ class Linkage(crank_linkage.CrankLinkage):
                 loads = _element_loads(cfg, p.fpm, q) if loads is None else loads
                 link, e, j = per_element[k]
                 out[k] = loads[link][j][e]
-            elif k.endswith(("_bending_moment_N_m", "_axial_force_N")):
-                bend, axial = _link_loads(cfg, p.fpm, q)
-                names = [n for n, _ in cfg.links]
-                link = k[: -len("_bending_moment_N_m")] if k.endswith("_bending_moment_N_m") else k[: -len("_axial_force_N")]
-                out[k] = (bend if k.endswith("_bending_moment_N_m") else axial)[names.index(link)]
-            else:
-                out[k] = self._named_channel(cfg, k, q, v, a)
-        return out
-
-    def _named_channel(self, cfg, k, q, v, a):
-        lay = cfg.layout
-        for n, _ in cfg.links:
-            if k.startswith(n + "_"):
-                rest = k[len(n) + 1:]
-                psi, w, al = _chord_rates(lay, n, q, v, a)
-                return {"angle_rad": psi, "angular_velocity_rad_per_s": w,
-                        "angular_acceleration_rad_per_s2": al}[rest]
-        for b, (node, _) in lay.bodies:
-            if k.startswith(b + "_"):
-                rest = k[len(b) + 1:]
+            elif k in whole:
+                link_loads = _link_loads(cfg, p.fpm, q) if link_loads is None else link_loads
+                j, i = whole[k]
+                out[k] = link_loads[j][i]
+            elif k in chord:
+                link, j = chord[k]
+                out[k] = _chord_rates(lay, link, q, v, a)[j]
+            elif k in body:
+                node, c = body[k]
                 src = {"x_m": q.nodes[node, 0], "y_m": q.nodes[node, 1], "vx_m_per_s": v.nodes[node, 0],
                        "vy_m_per_s": v.nodes[node, 1], "ax_m_per_s2": a.nodes[node, 0], "ay_m_per_s2": a.nodes[node, 1]}
-                return src[rest]
-        for pnt, node in cfg.point_nodes:
-            if k in (f"{pnt}_x_m", f"{pnt}_y_m"):
-                return q.nodes[node, 0 if k.endswith("x_m") else 1]
-        raise KeyError(k)
+                out[k] = src[c]
+            elif k in point:
+                node, i = point[k]
+                out[k] = q.nodes[node, i]
+            else:
+                raise KeyError(k)
+        return out
 
 
 def _initial_state(cfg, p):
