@@ -51,7 +51,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from . import integrate, laws
-from ._math import safe_norm, safe_sqrt
+from ._math import safe_sqrt
 
 CONTACTS = ("top", "bottom", "axial_top", "axial_bottom")
 
@@ -156,31 +156,51 @@ def misaligned_axis(angle_x, angle_y, dtype=None):
     return a if dtype is None else a.astype(dtype)
 
 
+def _mv(R, v):
+    """R v for R (..., 3, 3), v (..., 3), written out elementwise (no batched dot)."""
+    return jnp.stack([R[..., i, 0] * v[..., 0] + R[..., i, 1] * v[..., 1] + R[..., i, 2] * v[..., 2]
+                      for i in range(3)], -1)
+
+
+def _dot(a, b):
+    """a·b over the last axis (3), written out: XLA's CPU backend runs a reduction over so short
+    an axis as a separate, slow kernel."""
+    return a[..., 0] * b[..., 0] + a[..., 1] * b[..., 1] + a[..., 2] * b[..., 2]
+
+
+def _sum_rows(f):
+    """Σ_k f[k] over the contacts (the leading axis), written out (as ``_dot``)."""
+    out = f[0]
+    for k in range(1, f.shape[0]):
+        out = out + f[k]
+    return out
+
+
 def geometry(p: Params, kin: Kinematics, axial=True):
     """(δ (4,), n (4, 3), Q (4, 3), E (4, 3) the end centres the radial rates use, offset (2, 3),
     tilt, axial position): the penetrations of the four contacts (module docstring)."""
-    a = kin.R_a @ p.axis_a
-    b = kin.R_b @ p.axis_b
-    ca = kin.x_a + kin.R_a @ p.centre_a
-    cb = kin.x_b + kin.R_b @ p.centre_b
+    a = _mv(kin.R_a, p.axis_a)
+    b = _mv(kin.R_b, p.axis_b)
+    ca = kin.x_a + _mv(kin.R_a, p.centre_a)
+    cb = kin.x_b + _mv(kin.R_b, p.centre_b)
     half = 0.5 * p.length
     ends = jnp.stack([cb + half * b, cb - half * b])  # top (+b), bottom
     rel = ends - ca
-    d = rel - (rel @ a)[:, None] * a  # (I − a aᵀ)(E − C_A)
-    dn = safe_norm(d)
+    d = rel - _dot(rel, a)[:, None] * a  # (I − a aᵀ)(E − C_A)
+    dn = safe_sqrt(_dot(d, d))
     ok = dn > 0
     # centred end: any unit normal ⊥ a will do (the depth is −c there)
     fallback = jnp.cross(a, jnp.where(jnp.abs(a[0]) < 0.9, jnp.eye(3, dtype=a.dtype)[0], jnp.eye(3, dtype=a.dtype)[1]))
-    fallback = fallback / jnp.linalg.norm(fallback)
+    fallback = fallback / jnp.sqrt(_dot(fallback, fallback))
     n_rad = jnp.where(ok[:, None], d / jnp.where(ok, dn, 1.0)[:, None], fallback)
     depth_rad = dn - p.clearance
     q_rad = ends + p.pin_radius * n_rad
     # tilt between the axes: |a × b| = |a − (a·b) b| (safe at aligned axes)
-    ab = a @ b
+    ab = _dot(a, b)
     u = a - ab * b
-    un = safe_norm(u)
+    un = safe_sqrt(_dot(u, u))
     tilt = jnp.arctan2(un, jnp.abs(ab))
-    outputs = (d, tilt, (cb - ca) @ a)
+    outputs = (d, tilt, _dot(cb - ca, a))
     if not axial:
         return depth_rad, n_rad, q_rad, ends, *outputs
     # rim reach R_B·s(|u|), s = √(|u|² + ε²) − ε (ε = face_smoothing; s = |u| at ε = 0): the
@@ -191,7 +211,7 @@ def geometry(p: Params, kin: Kinematics, axial=True):
     lever = jnp.where(root > 0, u / jnp.where(root > 0, root, 1.0), jnp.zeros_like(u))  # ∂s/∂u
     face = 0.5 * (p.length + p.axial_gap)
     sgn = jnp.array([1.0, -1.0], a.dtype)
-    depth_ax = sgn * (rel @ a) + p.pin_radius * reach - face
+    depth_ax = sgn * _dot(rel, a) + p.pin_radius * reach - face
     n_ax = sgn[:, None] * a
     q_ax = ends + p.pin_radius * sgn[:, None] * lever
     return (jnp.concatenate([depth_rad, depth_ax]), jnp.concatenate([n_rad, n_ax]),
@@ -209,9 +229,9 @@ def evaluate(cfg: Config, p: Params, kin: Kinematics, memory):
         vel_a = lambda pt: kin.v_a + jnp.cross(kin.w_a, pt - kin.x_a)
         vel_b = lambda pt: kin.v_b + jnp.cross(kin.w_b, pt - kin.x_b)
         rel = vel_b(q_b) - vel_a(q_a)
-        delta_dot = jnp.sum(n * rel, -1)  # = n·(v_B(E) − v_A(P)) for the spheres: ω × (Q − E) ⊥ n
-        v_t = rel - jnp.sum(rel * n, -1)[:, None] * n
-        slip = safe_norm(v_t)
+        delta_dot = _dot(n, rel)  # = n·(v_B(E) − v_A(P)) for the spheres: ω × (Q − E) ⊥ n
+        v_t = rel - delta_dot[:, None] * n
+        slip = safe_sqrt(_dot(v_t, v_t))
         active = depth > 0
     with integrate.stage("contact_laws"):
         prev = memory > 0
@@ -233,10 +253,10 @@ def evaluate(cfg: Config, p: Params, kin: Kinematics, memory):
         ft = laws.friction_force(cfg.friction, slip, fn, p.friction_coefficient, p.v0, p.v1)  # ≤ 0
         t_hat = v_t / jnp.where(slip > 0, slip, 1.0)[:, None]
         f_b = -fn[:, None] * n + ft[:, None] * t_hat  # on the pin, per contact
-        force_b = jnp.sum(f_b, 0)
-        moment_b = jnp.sum(jnp.cross(q_b - kin.x_b, f_b), 0)
+        force_b = _sum_rows(f_b)
+        moment_b = _sum_rows(jnp.cross(q_b - kin.x_b, f_b))
         force_a = -force_b
-        moment_a = -jnp.sum(jnp.cross(q_a - kin.x_a, f_b), 0)
+        moment_a = -_sum_rows(jnp.cross(q_a - kin.x_a, f_b))
     out = Force(force_b, moment_b, force_a, moment_a, fn, jnp.abs(ft), jnp.where(active, depth, 0.0), active,
                 q_b, q_a, n, started, jnp.sum(started, dtype=jnp.int32), offset, tilt, axial_pos)
     return out, dd_minus
@@ -280,7 +300,7 @@ def housing_loads(cfg: Config, joint_params, housing=None, external=None):
         z3, eye = jnp.zeros(3, dt), jnp.eye(3, dtype=dt)
         xa, Ra, va, wa = housing(p, t) if housing is not None else (z3, eye, z3, z3)
         R_b = rigid3d.quat_to_matrix(q.quat[0])
-        kin = Kinematics(xa, Ra, va, wa, q.x[0], R_b, v.v[0], R_b @ v.w[0])
+        kin = Kinematics(xa, Ra, va, wa, q.x[0], R_b, v.v[0], _mv(R_b, v.w[0]))
         f, mem = evaluate(cfg, joint_params(p), kin, memory)
         fe, te = external(p, q, v, t) if external is not None else (z3, z3)
         return (f.force_b + fe)[None], (f.moment_b + te)[None], mem, (f, fe, te)

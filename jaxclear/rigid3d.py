@@ -66,7 +66,7 @@ def quat_exp(rotvec):
     (sin 2φ/2φ = (sin φ/φ) cos φ, cos 2φ = 1 − 2 φ² (sin φ/φ)²).  Exact to round-off for
     |θ| ≲ 10 rad (a step's rotation h|ω|, far beyond any stable step); safe gradient at θ = 0
     (only |θ|² enters)."""
-    t2 = jnp.sum(rotvec * rotvec, axis=-1)
+    t2 = rotvec[..., 0] ** 2 + rotvec[..., 1] ** 2 + rotvec[..., 2] ** 2
     p2 = t2 / (4.0 * 32.0 * 32.0)  # φ² with φ = |θ|/2 / 32
     c = 1.0 - p2 * (0.5 - p2 * (1.0 / 24 - p2 * (1.0 / 720 - p2 * (1.0 / 40320 - p2 / 3628800))))
     sc = 1.0 - p2 * (1.0 / 6 - p2 * (1.0 / 120 - p2 * (1.0 / 5040 - p2 * (1.0 / 362880 - p2 / 39916800))))
@@ -77,7 +77,10 @@ def quat_exp(rotvec):
 
 
 def quat_normalize(q):
-    return q / jnp.linalg.norm(q, axis=-1, keepdims=True)
+    """q/|q| (the squares summed written out: XLA's CPU backend runs a reduction over an axis
+    of 4 as a separate, slow kernel)."""
+    n2 = q[..., 0] ** 2 + q[..., 1] ** 2 + q[..., 2] ** 2 + q[..., 3] ** 2
+    return q / jnp.sqrt(n2)[..., None]
 
 
 def quat_to_matrix(q):
@@ -96,13 +99,18 @@ def quat_from_axis_angle(axis, angle):
 
 
 def rotate(q, v):
-    """R(q) v (body → world)."""
-    return jnp.einsum("...ij,...j->...i", quat_to_matrix(q), v)
+    """R(q) v (body → world).  Written out elementwise: a batched 3×3 product would be a
+    separate dot per variant on XLA's CPU backend."""
+    R = quat_to_matrix(q)
+    return jnp.stack([R[..., i, 0] * v[..., 0] + R[..., i, 1] * v[..., 1] + R[..., i, 2] * v[..., 2]
+                      for i in range(3)], -1)
 
 
 def rotate_back(q, v):
     """R(q)ᵀ v (world → body)."""
-    return jnp.einsum("...ji,...j->...i", quat_to_matrix(q), v)
+    R = quat_to_matrix(q)
+    return jnp.stack([R[..., 0, i] * v[..., 0] + R[..., 1, i] * v[..., 1] + R[..., 2, i] * v[..., 2]
+                      for i in range(3)], -1)
 
 
 # ------------------------------------------------------------------------------- dynamics

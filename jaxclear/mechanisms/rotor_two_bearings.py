@@ -198,7 +198,7 @@ def _loads(cfg: Config):
         dt = q.x.dtype
         z3, eye = jnp.zeros(3, dt), jnp.eye(3, dtype=dt)
         R = rigid3d.quat_to_matrix(q.quat[0])
-        kin = cj.Kinematics(z3, eye, z3, z3, q.x[0], R, v.v[0], R @ v.w[0])
+        kin = cj.Kinematics(z3, eye, z3, z3, q.x[0], R, v.v[0], rigid3d.rotate(q.quat[0], v.w[0]))
         fa, ma = cj.evaluate(cfg.joint, _joint_params(p, 0), kin, memory[:4])
         fb, mb = cj.evaluate(cfg.joint, _joint_params(p, 1), kin, memory[4:])
         w2 = p.speed ** 2
