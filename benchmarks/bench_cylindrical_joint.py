@@ -21,6 +21,11 @@ Agreement first: after ``--check-steps`` steps from the same state the final sta
 must agree to ``--rtol`` (relative to the largest value); the script exits 1 otherwise.  Then
 variant-steps/s at each B (default 1, 64, 1024), both measured in this run, and their ratio.
 
+Every core (``--cpu-devices N``, default every usable core; 1 skips it): the same jaxclear
+function with the batch split over N XLA host devices (``jaxclear.parallel.variant_sharding``,
+what ``jaxclear run`` does by default), in a subprocess (the device count is fixed when JAX
+starts), against a Numba ``prange`` kernel of the same model on N threads; both at the largest B.
+
 Usage::
 
     python benchmarks/bench_cylindrical_joint.py --quick
@@ -246,6 +251,61 @@ if numba is not None:
             peaks[j] = pk
 
 
+if numba is not None:
+    @njit(parallel=True)
+    def numba_parallel(n_steps, RB, c, L, g, K, Kax, n_exp, e, mu, v0, axis, eps, states, peaks):
+        for j in numba.prange(c.shape[0]):
+            prm = (RB[j], c[j], L[j], g[j], K[j], Kax[j], n_exp[j], e[j], mu[j], v0[j], axis[j, 0], axis[j, 1],
+                   axis[j, 2], eps[j])
+            st, pk = _run_one(n_steps, prm)
+            for i in range(13):
+                states[j, i] = st[i]
+            peaks[j] = pk
+
+
+def run_numba_parallel(n_steps, args, threads):
+    B = args[1].shape[0]
+    states, peaks = np.empty((B, 13)), np.empty(B)
+    numba.set_num_threads(threads)
+    numba_parallel(n_steps, *args, states, peaks)
+    return states, peaks
+
+
+CHILD = r"""
+import json, sys, time
+from jaxclear import parallel
+parallel.set_cpu_devices(int(sys.argv[1]))
+import jax, numpy as np
+sys.path.insert(0, sys.argv[5])
+import bench_cylindrical_joint as b
+B, n_steps, repeats = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+p = jax.device_put(b.batched_params(*b.variants(B)), parallel.variant_sharding())
+fn = b.make_jax(n_steps)
+st, pk = jax.block_until_ready(fn(p))
+t = b.best_time(lambda: jax.block_until_ready(fn(p)), repeats)
+print(json.dumps({"devices": jax.local_device_count(), "rate": B * n_steps / t, "peak": np.asarray(pk).tolist()}))
+"""
+
+
+def measure_all_cores(n_dev, B, n_steps, repeats):
+    """jaxclear on n_dev host devices (subprocess) and Numba prange on n_dev threads, at B."""
+    import subprocess
+    from pathlib import Path
+    here = str(Path(__file__).resolve().parent)
+    out = subprocess.run([sys.executable, "-c", CHILD, str(n_dev), str(B), str(n_steps), str(repeats), here],
+                         capture_output=True, text=True, check=True)
+    child = json.loads(out.stdout.strip().splitlines()[-1])
+    rn = None
+    if numba is not None:
+        na = numba_args(batched_params(*variants(B)))
+        st, pk = run_numba_parallel(n_steps, na, n_dev)  # compile + the peaks to compare
+        tn = best_time(lambda: run_numba_parallel(n_steps, na, n_dev), repeats)
+        rn = B * n_steps / tn
+        d = float(np.max(np.abs(np.asarray(child["peak"]) - pk)) / np.max(np.abs(pk)))
+        print(f"  (all cores: peak forces of the sharded run and the prange kernel agree to {d:.1e})")
+    return child["devices"], child["rate"], rn
+
+
 def run_numba(n_steps, args):
     B = args[1].shape[0]
     states, peaks = np.empty((B, 13)), np.empty(B)
@@ -271,6 +331,8 @@ def main(argv=None):
     ap.add_argument("--rtol", type=float, default=1e-8, help="agreement tolerance (relative to the largest value)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None, help="write the results to this file")
+    ap.add_argument("--cpu-devices", type=int, default=None,
+                    help="all-cores row: N host devices vs Numba prange on N threads (default: usable cores; 1 skips)")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or ("1,64" if args.quick else "1,64,1024")).split(",")]
     n_steps = args.steps or (500 if args.quick else 2000)
@@ -305,9 +367,20 @@ def main(argv=None):
             rn = B * n_steps / tn
         rows.append({"B": B, "jaxclear": rj, "numba_1_thread": rn, "ratio": rj / rn if rn else None})
         print(f"{B:>6} {rj:>12.3g} {rn if rn else float('nan'):>15.3g} {rj / rn if rn else float('nan'):>15.3g}")
+    from jaxclear import parallel
+    n_dev = args.cpu_devices or parallel.usable_cores()
+    cores = None
+    if n_dev > 1 and not args.quick:
+        B = max(sizes)
+        dev, rj, rp = measure_all_cores(n_dev, B, n_steps, args.repeats)
+        r1 = next(r for r in rows if r["B"] == B)["numba_1_thread"]
+        cores = {"B": B, "devices": dev, "jaxclear": rj, "numba_prange": rp, "numba_1_thread": r1}
+        print(f"\nevery core, B = {B}: jaxclear on {dev} host devices {rj:.3g}, Numba prange on {n_dev} threads "
+              f"{rp if rp else float('nan'):.3g}; jaxclear/Numba-prange {rj / rp if rp else float('nan'):.3g}, "
+              f"jaxclear/Numba-1-thread {rj / r1 if r1 else float('nan'):.3g}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"steps": n_steps, "dt_s": DT, "agreement_ok": ok, "rows": rows}, f, indent=2)
+            json.dump({"steps": n_steps, "dt_s": DT, "agreement_ok": ok, "rows": rows, "all_cores": cores}, f, indent=2)
     return 0 if ok else 1
 
 
