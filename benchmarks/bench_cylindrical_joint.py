@@ -241,26 +241,24 @@ if numba is not None:
         return (x[0], x[1], x[2], qu[0], qu[1], qu[2], qu[3], v[0], v[1], v[2], w[0], w[1], w[2]), peak
 
     @njit
+    def _variant(j, n_steps, RB, c, L, g, K, Kax, n_exp, e, mu, v0, axis, eps, states, peaks):
+        """Variant j: its run, final state and peak written into row j."""
+        prm = (RB[j], c[j], L[j], g[j], K[j], Kax[j], n_exp[j], e[j], mu[j], v0[j], axis[j, 0], axis[j, 1],
+               axis[j, 2], eps[j])
+        st, pk = _run_one(n_steps, prm)
+        for i in range(13):
+            states[j, i] = st[i]
+        peaks[j] = pk
+
+    @njit
     def numba_serial(n_steps, RB, c, L, g, K, Kax, n_exp, e, mu, v0, axis, eps, states, peaks):
         for j in range(c.shape[0]):
-            prm = (RB[j], c[j], L[j], g[j], K[j], Kax[j], n_exp[j], e[j], mu[j], v0[j], axis[j, 0], axis[j, 1],
-                   axis[j, 2], eps[j])
-            st, pk = _run_one(n_steps, prm)
-            for i in range(13):
-                states[j, i] = st[i]
-            peaks[j] = pk
+            _variant(j, n_steps, RB, c, L, g, K, Kax, n_exp, e, mu, v0, axis, eps, states, peaks)
 
-
-if numba is not None:
     @njit(parallel=True)
     def numba_parallel(n_steps, RB, c, L, g, K, Kax, n_exp, e, mu, v0, axis, eps, states, peaks):
         for j in numba.prange(c.shape[0]):
-            prm = (RB[j], c[j], L[j], g[j], K[j], Kax[j], n_exp[j], e[j], mu[j], v0[j], axis[j, 0], axis[j, 1],
-                   axis[j, 2], eps[j])
-            st, pk = _run_one(n_steps, prm)
-            for i in range(13):
-                states[j, i] = st[i]
-            peaks[j] = pk
+            _variant(j, n_steps, RB, c, L, g, K, Kax, n_exp, e, mu, v0, axis, eps, states, peaks)
 
 
 def run_numba_parallel(n_steps, args, threads):
