@@ -15,12 +15,21 @@ Static unbalance drives a cylindrical whirl (both journals in phase), couple unb
 one (in opposition): ``whirl_correlation`` = Σ (d_A − d̄_A)·(d_B − d̄_B) / √(Σ|d_A − d̄_A|² Σ|d_B −
 d̄_B|²) over the second half of the run (d the journal-centre offsets from the bearing axes):
 +1 cylindrical, −1 conical.  Whirl orbits of both journals are saved and plotted.
+
+Base excitation (``base_amplitude_m`` A, ``base_frequency_hz`` f; optional keys, absent: the
+clamped frame, today's model bit for bit): the frame carrying both bushings translates along y
+(the vertical, gravity's line), y_b(t) = A sin(2π f t).  It is body A of both joints
+(``cylindrical_joint.Kinematics``: x_A = (0, y_b, 0), R_A = I, v_A = (0, ẏ_b, 0), ω_A = 0), so
+the journal offsets are relative to the moving bushings; the rotor starts centred with the
+frame's velocity (0, 2π f A, 0), a consistent start.  At rest on the bottom of the bushings the
+rotor follows the frame while the bearings' total force along y, m (g + ÿ_b), stays positive:
+below A (2π f)² = g it stays in contact, above it lifts off and impacts.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from typing import NamedTuple
 
 import jax
@@ -31,7 +40,8 @@ from .. import cylindrical_joint as cj, integrate, laws, metrics, rigid3d, spec 
 from ..schema import NONNEGATIVE, POSITIVE, Param, Table
 from ..spec import SpecError
 from . import declared, params_type
-from ._cylindrical import IMPACT_VELOCITY, Config, make_config, validate_spec  # noqa: F401 (the protocol)
+from . import _cylindrical
+from ._cylindrical import IMPACT_VELOCITY
 
 NAME = "rotor_two_bearings"
 DEG = math.pi / 180.0
@@ -59,6 +69,9 @@ OUTPUT_CHANNELS = {
     "contact_force_N": "normal force per contact (A_top … B_axial_bottom), block maximum",
     "tilt_rad": "angle between the rotor axis and bearing A's axis",
     "friction_torque_N_m": "bearings' friction moment braking the spin",
+    "base_y_m": "the frame's (both bushings') displacement y_b along y (0 when clamped)",
+    "bearing_force_y_N": "y component of both bearings' total force on the rotor (what the rotor puts on the frame, "
+                         "reversed); m (g + ÿ_b) when the rotor rests on the bottom and follows the frame",
 }
 DEFAULT_OUTPUTS = ["journal_a_x_m", "journal_a_y_m", "journal_b_x_m", "journal_b_y_m", "contact_force_N"]
 
@@ -83,7 +96,12 @@ MODEL = Table("model", (
           scale=DEG),
     Param("misalignment_y_deg", 0.0, "bearing B's axis turned about y (then)", range=(-5.0, 5.0, True),
           field="misalign_y", scale=DEG),
-), doc="rigid rotor, speed, unbalance")
+    Param("base_amplitude_m", 0.0, "amplitude A of the frame's harmonic translation along y, y_b = A sin(2π f t) "
+          "(both bushings move with the frame); absent: 0, the clamped frame; needs base_frequency_hz",
+          range=(0.0, 1.0, True), field="base_amplitude", optional=True),
+    Param("base_frequency_hz", 0.0, "frequency f of the frame's translation (absent: 0, the clamped frame); needs "
+          "base_amplitude_m", range=(0.0, 1e5, True), field="base_frequency", unit="Hz", optional=True),
+), doc="rigid rotor, speed, unbalance, base excitation")
 JOINT = Table("joint", (
     Param("pin_radius_m", _RS, "journal radius R_B", range=(0.0, 1.0, False), field="pin_radius"),
     Param("clearance_m", _CLEAR, "radial clearance c of both bushings", range=(0.0, 0.01, False),
@@ -131,6 +149,36 @@ class Result(NamedTuple):
     finite: jnp.ndarray
 
 
+@dataclass(frozen=True)
+class Config(_cylindrical.Config):
+    """The shared static configuration plus base: whether the frame moves (the spec gives or
+    sweeps ``model.base_amplitude_m`` and ``model.base_frequency_hz``); False: the clamped frame,
+    today's model exactly."""
+
+    base: bool = False
+
+
+_BASE_KEYS = ("base_amplitude_m", "base_frequency_hz")
+
+
+def _given(spec, key):
+    return key in spec["model"] or any(specmod.resolve_axis_key(spec, k) == f"model.{key}" for k in spec.get("axes", {}))
+
+
+def validate_spec(spec):
+    """The shared static checks; the base excitation needs both its amplitude and its frequency."""
+    _cylindrical.validate_spec(spec)
+    amp, freq = (_given(spec, k) for k in _BASE_KEYS)
+    if amp != freq:
+        has, lacks = _BASE_KEYS if amp else _BASE_KEYS[::-1]
+        raise SpecError(f"model.{has} is given but model.{lacks} is not: the frame's translation "
+                        f"y_b = A sin(2π f t) needs both (0 allowed); give model.{lacks} or remove model.{has}")
+
+
+def make_config(spec, t_end):
+    return Config(**asdict(_cylindrical.make_config(spec, t_end)), base=_given(spec, "base_amplitude_m"))
+
+
 def check_values(cols):
     a = lambda k: np.asarray(cols[k], float)
     if np.any(a("joint.clearance_m") >= a("joint.pin_radius_m")):
@@ -151,13 +199,20 @@ def t_end(spec, cols):
 
 
 def params(spec, cfg, flat, dtype, t_end):
+    """Params of one variant; an optional key absent from the spec takes its declared default."""
+    flat = {**{f"{MODEL.path}.{q.key}": q.default for q in MODEL.params if q.optional and q.field}, **flat}
     return Params(**{k: v for t in (MODEL, JOINT, LAWS, FRICTION) for k, v in declared(t, flat, dtype).items()})
 
 
 def check_params(spec, cfg, p, name):
     """dt below the stability bound of a bushing's contact linearised at 20× the largest of the
-    rotor weight and the unbalance forces, on half the rotor mass and on I_t/(l/2)²."""
-    f_ref = 20.0 * (p.mass * p.gravity + p.unbalance * p.speed ** 2 + 2 * p.couple * p.speed ** 2 / p.span + 1.0)
+    rotor weight, the unbalance forces and the frame's inertia force m A (2π f)², on half the
+    rotor mass and on I_t/(l/2)²; the base excitation resolved by at least 20 steps a period."""
+    if not cfg.base and np.any(np.asarray(p.base_amplitude) != 0):
+        raise SpecError("params with a base amplitude need a Config with base = True (make_config of a spec that "
+                        "gives model.base_amplitude_m and model.base_frequency_hz)")
+    f_ref = 20.0 * (p.mass * p.gravity + p.unbalance * p.speed ** 2 + 2 * p.couple * p.speed ** 2 / p.span + 1.0
+                    + p.mass * p.base_amplitude * (2 * math.pi * p.base_frequency) ** 2)
     n = p.exponent
     k = n * jnp.maximum(p.stiffness, p.axial_stiffness) ** (1.0 / n) * f_ref ** ((n - 1.0) / n)
     m_eff = jnp.minimum(0.5 * p.mass, p.inertia_transverse / (0.5 * p.span) ** 2)
@@ -170,6 +225,13 @@ def check_params(spec, cfg, p, name):
             i = int(np.argmin(b))
             raise SpecError(f"integrator.dt_s = {cfg.dt:g} exceeds the stability bound {b[i]:.3g} s of {what} "
                             f"({name(i)}); lower dt_s")
+    f_b = np.atleast_1d(np.asarray(p.base_frequency, float))
+    steps = 1.0 / (cfg.dt * np.maximum(f_b, 1e-300))  # steps per period; f = 0 (clamped): ~inf
+    if np.any(steps < 20):
+        i = int(np.argmin(steps))
+        raise SpecError(f"integrator.dt_s = {cfg.dt:g} resolves model.base_frequency_hz = "
+                        f"{float(f_b[i]):g} by {steps[i]:.3g} steps a period "
+                        f"({name(i)}); at least 20 needed: lower dt_s")
 
 
 def joint_names(cfg):
@@ -193,12 +255,26 @@ def _joint_params(p: Params, which: int):
                      p.face_smoothing)
 
 
+def base(p: Params, t):
+    """The frame's (body A's) prescribed motion at t [s]: (x [m], R (3, 3), v [m/s], w [rad/s]),
+    world frame: y_b = A sin(2π f t) along y, R = I, ω = 0 (module docstring)."""
+    om = 2 * math.pi * p.base_frequency
+    s, c = jnp.sin(om * t), jnp.cos(om * t)
+    zero = jnp.zeros_like(s)
+    return (jnp.stack([zero, p.base_amplitude * s, zero]), jnp.eye(3, dtype=s.dtype),
+            jnp.stack([zero, p.base_amplitude * om * c, zero]), jnp.stack([zero, zero, zero]))
+
+
 def _loads(cfg: Config):
     def loads(p: Params, q, v, memory, t):
         dt = q.x.dtype
         z3, eye = jnp.zeros(3, dt), jnp.eye(3, dtype=dt)
         R = rigid3d.quat_to_matrix(q.quat[0])
-        kin = cj.Kinematics(z3, eye, z3, z3, q.x[0], R, v.v[0], rigid3d.rotate(q.quat[0], v.w[0]))
+        if cfg.base:
+            xa, Ra, va, wa = base(p, t)
+            kin = cj.Kinematics(xa, Ra, va, wa, q.x[0], R, v.v[0], rigid3d.rotate(q.quat[0], v.w[0]))
+        else:
+            kin = cj.Kinematics(z3, eye, z3, z3, q.x[0], R, v.v[0], rigid3d.rotate(q.quat[0], v.w[0]))
         fa, ma = cj.evaluate(cfg.joint, _joint_params(p, 0), kin, memory[:4])
         fb, mb = cj.evaluate(cfg.joint, _joint_params(p, 1), kin, memory[4:])
         w2 = p.speed ** 2
@@ -222,11 +298,13 @@ def _bodies(p):
 
 
 def initial_state(cfg, p):
-    """Centred rotor spinning at Ω (the journals on their bearing axes)."""
+    """Centred rotor spinning at Ω (the journals on their bearing axes), moving with the frame
+    (v = (0, 2π f A, 0)) when it is excited."""
     dtype = p.mass.dtype
     mass, inertia = _bodies(p)
     q0 = rigid3d.Pose(jnp.zeros((1, 3), dtype), jnp.array([[1.0, 0.0, 0.0, 0.0]], dtype))
-    v0 = rigid3d.Twist(jnp.zeros((1, 3), dtype), jnp.stack([0.0 * p.speed, 0.0 * p.speed, p.speed])[None])
+    vel = base(p, jnp.zeros((), dtype))[2][None] if cfg.base else jnp.zeros((1, 3), dtype)
+    v0 = rigid3d.Twist(vel, jnp.stack([0.0 * p.speed, 0.0 * p.speed, p.speed])[None])
     return rigid3d.initial_state(rigid3d.make_accel(mass, inertia, _loads(cfg)), p, q0, v0, jnp.zeros(8, dtype))
 
 
@@ -239,7 +317,8 @@ def make_step(cfg):
         b = R[:, 2]
         friction = -(b @ (fa.moment_b + fb.moment_b))
         d_a, d_b = 0.5 * (fa.offset[0] + fa.offset[1]), 0.5 * (fb.offset[0] + fb.offset[1])
-        return s1, (fa, fb, d_a, d_b, friction)
+        y_b = base(p, (jnp.asarray(i, b.dtype) + 1.0) * cfg.dt)[0][1] if cfg.base else jnp.zeros((), b.dtype)
+        return s1, (fa, fb, d_a, d_b, friction, y_b)
 
     return step
 
@@ -253,7 +332,7 @@ def simulate(cfg: Config, p: Params) -> Result:
 
     def reduce(acc, o, i):
         m, orbit, w, tq = acc
-        fa, fb, d_a, d_b, friction = o
+        fa, fb, d_a, d_b, friction, _ = o
         fn = jnp.concatenate([fa.normal_force, fb.normal_force])
         act = jnp.concatenate([fa.active, fb.active])
         started = jnp.concatenate([fa.started, fb.started]).astype(jnp.int32)
@@ -268,9 +347,10 @@ def simulate(cfg: Config, p: Params) -> Result:
         return m, orbit, w, tq
 
     def save(o):
-        fa, fb, d_a, d_b, friction = o
+        fa, fb, d_a, d_b, friction, y_b = o
         full = {"journal_a_x_m": d_a[0], "journal_a_y_m": d_a[1], "journal_b_x_m": d_b[0], "journal_b_y_m": d_b[1],
-                "tilt_rad": fa.tilt, "friction_torque_N_m": friction}
+                "tilt_rad": fa.tilt, "friction_torque_N_m": friction, "base_y_m": y_b,
+                "bearing_force_y_N": fa.force_b[1] + fb.force_b[1]}
         return {k: full[k] for k in cfg.outputs if k != "contact_force_N"}
 
     block_max = ((lambda o: {"contact_force_N": jnp.concatenate([o[0].normal_force, o[1].normal_force])})
