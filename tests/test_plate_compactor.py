@@ -157,6 +157,7 @@ def test_regularised_friction_creeps_where_stick_slip_holds():
     assert out["stick_slip"] < 1e-12 and out["regularised"] > 1e-5
 
 
+@pytest.mark.slow  # ~40-75 s on 2 cores
 def test_acceleration_level_lcp_reproduces_case2_stick_and_slip_phases():
     """The source's formulation (friction from the acceleration-level complementarity at zero
     slip, ``lcp_acceleration``) and ours (impulses per step) agree on case 2: e = 0.10 m never

@@ -423,6 +423,7 @@ def _browser(p, exe, tmp_path):
               "--disable-background-networking", "--disable-component-update", "--disable-sync"])
 
 
+@pytest.mark.slow  # ~40-75 s on 2 cores
 def test_html_pages_in_headless_chromium(server, client, tmp_path):
     exe = _chromium()
     pw = pytest.importorskip("playwright.sync_api")

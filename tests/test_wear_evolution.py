@@ -72,6 +72,7 @@ def test_the_run_equals_the_engine_loop_and_zero_wear_changes_nothing(tmp_path):
     assert (tmp_path / "ev" / "wear_metrics.csv").exists() and (tmp_path / "ev" / "wear_summary.json").exists()
 
 
+@pytest.mark.slow  # ~40-75 s on 2 cores
 def test_a_killed_evolution_resumes_to_the_uninterrupted_results(tmp_path):
     # SIGKILL once the first (update, chunk) row is stored; the rerun on the same DIR computes only
     # the rows not flagged, and every file equals an uninterrupted run's.
