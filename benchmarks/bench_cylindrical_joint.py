@@ -62,7 +62,7 @@ F_EXT = (300.0, 200.0, 50.0)
 T_EXT = (0.0, 2.0, 0.0)
 V0 = (0.2, 0.1, 0.0)
 W0 = (0.0, 0.0, 100.0)
-CFG = cj.Config("flores", "coulomb", True)
+CFG = cj.Config("flores", "coulomb", True, exponent=1.5)  # the exponent static, as a sweep that fixes it
 
 
 def variants(n, seed=0):
@@ -156,7 +156,9 @@ if numba is not None:
         fn = 0.0
         if active:
             vm = max(abs(dm), 1e-4)
-            fn = max(Kk * depth ** n_exp * (1.0 + chi * dd / vm), 0.0)
+            # δ^1.5 as δ·√δ, as jaxclear does for a static exponent (a fair baseline)
+            pw = depth * math.sqrt(depth) if n_exp == 1.5 else depth ** n_exp
+            fn = max(Kk * pw * (1.0 + chi * dd / vm), 0.0)
         else:
             dm = 0.0
         ft = -mu * fn * math.tanh(slip / v0)

@@ -61,12 +61,16 @@ class Config:
     """Static: normal_law (``laws.NORMAL_LAWS``), friction (``laws.FRICTION_MODELS``), axial
     (whether the end faces' axial contacts are evaluated), impact_velocity: δ̇⁻ of the hysteresis
     laws, "episode_max" (the largest approach rate since the contact began) or "onset" (the rate
-    at its first step, the rule of the planar ``jaxclear.joints``)."""
+    at its first step, the rule of the planar ``jaxclear.joints``); exponent: the contact law's
+    exponent n when every variant shares it and nothing traces it (a Python float; the Params'
+    exponent must then equal it, ``laws.normal_force``'s static_exponent: δ^1.5 as δ·√δ, a
+    float64 pow being the costliest operation of the step), None: n read from Params only."""
 
     normal_law: str = "flores"
     friction: str = "coulomb"
     axial: bool = True
     impact_velocity: str = "episode_max"
+    exponent: float | None = None
 
     def validate(self):
         if self.normal_law not in laws.NORMAL_LAWS:
@@ -248,7 +252,7 @@ def evaluate(cfg: Config, p: Params, kin: Kinematics, memory):
         k = len(depth)
         stiff = jnp.stack([p.stiffness, p.stiffness, p.axial_stiffness, p.axial_stiffness][:k])
         fn = laws.normal_force(cfg.normal_law, depth, delta_dot, dd_minus, stiff, exponent=p.exponent,
-                               restitution=p.restitution, damping=p.damping)
+                               restitution=p.restitution, damping=p.damping, static_exponent=cfg.exponent)
         fn = jnp.where(active, fn, 0.0)
         ft = laws.friction_force(cfg.friction, slip, fn, p.friction_coefficient, p.v0, p.v1)  # ≤ 0
         t_hat = v_t / jnp.where(slip > 0, slip, 1.0)[:, None]

@@ -167,6 +167,7 @@ class Problem:
     """The model signal y(θ) of one spec and the fit keys (no measurement yet)."""
 
     def __init__(self, spec, keys, signal, smooth_window=1):
+        spec = {**spec, "_traced": tuple(keys)}  # no fitted key is made a static constant of the model
         self.spec, self.keys, self.signal, self.w = spec, list(keys), signal, smooth_window
         pl = sweep.plan(spec)
         if pl.n_variants != 1:

@@ -27,7 +27,7 @@ Theory 85:172-188 for reviews and comparisons of these laws.
 import jax
 import jax.numpy as jnp
 
-from jaxclear._math import safe_pow, safe_sqrt
+from jaxclear._math import pow_fast_path, safe_pow, safe_pow_static, safe_sqrt
 
 __all__ = [
     "IMPACT_VELOCITY_FLOOR",
@@ -214,7 +214,7 @@ def hysteresis_factor(model, restitution):
 # Normal force laws (point-contact / Hertz-type family)
 # ----------------------------------------------------------------------------------------
 def normal_force(model, delta, delta_dot, delta_dot_minus, stiffness, exponent=1.5,
-                 restitution=1.0, damping=0.0, v_floor=IMPACT_VELOCITY_FLOOR):
+                 restitution=1.0, damping=0.0, v_floor=IMPACT_VELOCITY_FLOOR, static_exponent=None):
     """Normal contact force F_n [N] >= 0 for penetration ``delta`` [m].
 
     Models (``model`` is a static string, see NORMAL_LAWS):
@@ -231,17 +231,23 @@ def normal_force(model, delta, delta_dot, delta_dot_minus, stiffness, exponent=1
     with a zero (finite) gradient; delta^n uses ``safe_pow``.  The total is clipped at 0:
     no adhesive pull is produced when the dashpot term exceeds the spring term late in the
     restitution phase (so F_n >= 0 always).  v_floor: see IMPACT_VELOCITY_FLOOR (1e-4 m/s).
+    static_exponent: the value of ``exponent`` when it is known at trace time (a Python float;
+    None: not known): δ^n by multiplications and a square root where ``_math.pow_fast_path``
+    allows (n = 1, 1.5, 2, ...; ``_math.safe_pow_static``: NaN if the traced exponent differs,
+    derivatives in n kept).
     """
     delta = _f(delta)
+    fast = static_exponent is not None and pow_fast_path(static_exponent)
+    power = (lambda d: safe_pow_static(d, exponent, static_exponent)) if fast else (lambda d: safe_pow(d, exponent))
     in_contact = delta > 0.0
     if model in ("linear", "kelvin_voigt"):
         f = stiffness * delta + damping * delta_dot
     elif model == "hertz":
-        f = stiffness * safe_pow(delta, exponent)
+        f = stiffness * power(delta)
     elif model in _CHI:
         chi = hysteresis_factor(model, restitution)
         v_minus = jnp.maximum(jnp.abs(delta_dot_minus), v_floor)
-        f = stiffness * safe_pow(delta, exponent) * (1.0 + chi * delta_dot / v_minus)
+        f = stiffness * power(delta) * (1.0 + chi * delta_dot / v_minus)
     else:
         raise ValueError(f"unknown normal law {model!r}; allowed: {', '.join(NORMAL_LAWS)}")
     return jnp.where(in_contact, jnp.maximum(f, 0.0), 0.0)

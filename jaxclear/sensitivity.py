@@ -137,6 +137,7 @@ def compute(spec_or_path, keys, overrides=(), mode="auto", log=None, chunk=None)
         else specmod.load(spec_or_path, overrides)
     keys = list(keys)
     check_keys(spec, keys)
+    spec = {**spec, "_traced": tuple(keys)}  # no traced key is made a static constant of the model
     pl = sweep.plan(spec)
     dtype = jnp.float64 if pl.dtype == "float64" else jnp.float32
     scalar_keys = [k for k in keys if k != POINTS_KEY]

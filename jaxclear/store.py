@@ -32,6 +32,7 @@ every writer would create identical metadata and creation never overwrites an ex
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -90,32 +91,37 @@ def exists(out) -> bool:
 def create(out, *, spec_json, spec_hash, version, name, n_variants, chunk_size, t_s, inputs,
            joints, dt_s, save_every, base_dir="."):
     """A new empty store (an existing one at that path is deleted first)."""
-    path = path_of(out)
-    # Built under a temporary name and renamed into place: a store either exists whole (with its
-    # inputs, t_s and all-false flags) or not at all.
-    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
     _need_zarr()
     n_chunks = math.ceil(n_variants / chunk_size)
-    g = zarr.open_group(str(tmp), mode="w", zarr_format=3, attributes={
-        "format": FORMAT, "spec": spec_json, "spec_hash": spec_hash, "version": version, "name": name,
-        "n_variants": int(n_variants), "chunk_size": int(chunk_size), "n_chunks": int(n_chunks),
-        "axes": list(inputs), "joints": list(joints), "dt_s": float(dt_s), "save_every": int(save_every),
-        "base_dir": str(base_dir)})
-    t_s = np.asarray(t_s, np.float64)
-    g.create_array("t_s", shape=t_s.shape, dtype=t_s.dtype, chunks=(max(1, t_s.size),),
-                   dimension_names=("time",))[...] = t_s
-    g.create_array("chunk_done", shape=(n_chunks,), dtype=bool, chunks=(1,), fill_value=False,
-                   dimension_names=("chunk",))
-    gi = g.create_group("inputs")
-    g.create_group("metrics")
-    for col, v in inputs.items():
-        v = np.asarray(v)
-        gi.create_array(col, shape=v.shape, dtype=v.dtype, chunks=(chunk_size,), fill_value=np.nan,
-                        dimension_names=("variant",))[...] = v
+    with built_in_place(path_of(out), {
+            "format": FORMAT, "spec": spec_json, "spec_hash": spec_hash, "version": version, "name": name,
+            "n_variants": int(n_variants), "chunk_size": int(chunk_size), "n_chunks": int(n_chunks),
+            "axes": list(inputs), "joints": list(joints), "dt_s": float(dt_s), "save_every": int(save_every),
+            "base_dir": str(base_dir)}) as g:
+        t_s = np.asarray(t_s, np.float64)
+        g.create_array("t_s", shape=t_s.shape, dtype=t_s.dtype, chunks=(max(1, t_s.size),),
+                       dimension_names=("time",))[...] = t_s
+        g.create_array("chunk_done", shape=(n_chunks,), dtype=bool, chunks=(1,), fill_value=False,
+                       dimension_names=("chunk",))
+        gi = g.create_group("inputs")
+        g.create_group("metrics")
+        for col, v in inputs.items():
+            v = np.asarray(v)
+            gi.create_array(col, shape=v.shape, dtype=v.dtype, chunks=(chunk_size,), fill_value=np.nan,
+                            dimension_names=("variant",))[...] = v
+    return open(out)
+
+
+@contextlib.contextmanager
+def built_in_place(path: Path, attributes: dict):
+    """A new zarr group for the block to fill, built under ``<path>.<uuid>.partial`` and renamed
+    to ``path`` when the block ends (an existing store there deleted first): a store either
+    exists whole or not at all.  An exception leaves the temporary for ``remove_partial``."""
+    tmp = path.with_name(f"{path.name}.{uuid.uuid4().hex}.partial")
+    yield zarr.open_group(str(tmp), mode="w", zarr_format=3, attributes=attributes)
     if path.exists():
         shutil.rmtree(path)
     os.replace(tmp, path)
-    return open(out)
 
 
 def _need_zarr():
@@ -140,7 +146,12 @@ def remove_partial_files(out):
     files inside the store, half-built stores next to it.  Single-writer only: with several
     concurrent writers (multi-host) this would delete another writer's file in flight, so a
     multi-host runner calls it once, from the coordinator, before the workers start."""
-    path = path_of(out)
+    remove_partial(path_of(out))
+
+
+def remove_partial(path: Path):
+    """``remove_partial_files`` of the store at ``path`` (any zarr store built by
+    ``built_in_place``)."""
     for d in path.parent.glob(f"{path.name}.*.partial"):
         shutil.rmtree(d, ignore_errors=True)
     if path.exists():

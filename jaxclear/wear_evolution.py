@@ -33,9 +33,7 @@ whole loop (a ``lax.scan`` over the updates around the simulation's own scan).
 from __future__ import annotations
 
 import json
-import shutil
 import time
-import uuid
 from dataclasses import replace
 from pathlib import Path
 
@@ -108,11 +106,8 @@ def _open(out, spec, pl, names, n_points, h, force, log):
     refused unless ``force``)."""
     zarr = store.zarr
     path = path_of(out)
-    for d in path.parent.glob(f"{NAME}.*.partial"):  # a half-built store of a killed run
-        shutil.rmtree(d, ignore_errors=True)
+    store.remove_partial(path)  # a half-built store or chunk file of a killed run
     if (path / "zarr.json").exists():
-        for f in path.rglob("*.partial"):
-            f.unlink(missing_ok=True)
         g = zarr.open_group(str(path), mode="r+", zarr_format=3)
         old = g.attrs.get("spec_hash")
         if old == h and g.attrs.get("format") == FORMAT:
@@ -121,35 +116,31 @@ def _open(out, spec, pl, names, n_points, h, force, log):
             raise SpecError(f"{out} holds the wear evolution of another spec (spec_hash {old}, this spec {h}); "
                             "use --force to delete it and rerun, or choose another --out")
         log(f"--force: deleting {path} (spec_hash {old}) and starting over")
-    tmp = path.with_name(f"{NAME}.{uuid.uuid4().hex}.partial")
     U, n, cs = spec["wear"]["updates"], pl.n_variants, pl.chunk_size
     n_chunks = -(-n // cs)
     J = len(names)
-    g = zarr.open_group(str(tmp), mode="w", zarr_format=3, attributes={
-        "format": FORMAT, "spec": json.dumps({k: v for k, v in spec.items() if not k.startswith("_")},
-                                             sort_keys=True),
-        "spec_hash": h, "version": __version__, "name": spec["sweep"]["name"], "n_variants": int(n),
-        "chunk_size": int(cs), "n_chunks": int(n_chunks), "updates": int(U), "joints": list(names),
-        "axes": [specmod.column_name(pth) for pth in pl.paths]})
-    g.create_array("done", shape=(U + 1, n_chunks), dtype=bool, chunks=(1, 1), fill_value=False,
-                   dimension_names=("update", "chunk"))
-    # depth after m updates; row 0 is the new bushing (zero), row m+1 is written before row m's flag
-    g.create_array("depth_m", shape=(U + 1, n, J, n_points), dtype="float64", chunks=(1, cs, J, n_points),
-                   fill_value=0.0, dimension_names=("update", "variant", "joint", "point"))
-    g.create_array("points0_m", shape=(n, J, n_points, 2), dtype="float64", chunks=(cs, J, n_points, 2),
-                   fill_value=np.nan, dimension_names=("variant", "joint", "point", "xy"))
-    g.create_array("cycles_per_update", shape=(n,), dtype="float64", chunks=(cs,), fill_value=np.nan,
-                   dimension_names=("variant",))
-    g.create_array("journal_radius_m", shape=(n, J), dtype="float64", chunks=(cs, J), fill_value=np.nan,
-                   dimension_names=("variant", "joint"))
-    gi = g.create_group("inputs")
-    g.create_group("metrics")
-    for j, pth in enumerate(pl.paths):
-        gi.create_array(specmod.column_name(pth), shape=(n,), dtype="float64", chunks=(cs,),
-                        fill_value=np.nan, dimension_names=("variant",))[...] = pl.values[:, j]
-    if path.exists():
-        shutil.rmtree(path)
-    tmp.rename(path)
+    with store.built_in_place(path, {
+            "format": FORMAT, "spec": json.dumps({k: v for k, v in spec.items() if not k.startswith("_")},
+                                                 sort_keys=True),
+            "spec_hash": h, "version": __version__, "name": spec["sweep"]["name"], "n_variants": int(n),
+            "chunk_size": int(cs), "n_chunks": int(n_chunks), "updates": int(U), "joints": list(names),
+            "axes": [specmod.column_name(pth) for pth in pl.paths]}) as g:
+        g.create_array("done", shape=(U + 1, n_chunks), dtype=bool, chunks=(1, 1), fill_value=False,
+                       dimension_names=("update", "chunk"))
+        # depth after m updates; row 0 is the new bushing (zero), row m+1 is written before row m's flag
+        g.create_array("depth_m", shape=(U + 1, n, J, n_points), dtype="float64", chunks=(1, cs, J, n_points),
+                       fill_value=0.0, dimension_names=("update", "variant", "joint", "point"))
+        g.create_array("points0_m", shape=(n, J, n_points, 2), dtype="float64", chunks=(cs, J, n_points, 2),
+                       fill_value=np.nan, dimension_names=("variant", "joint", "point", "xy"))
+        g.create_array("cycles_per_update", shape=(n,), dtype="float64", chunks=(cs,), fill_value=np.nan,
+                       dimension_names=("variant",))
+        g.create_array("journal_radius_m", shape=(n, J), dtype="float64", chunks=(cs, J), fill_value=np.nan,
+                       dimension_names=("variant", "joint"))
+        gi = g.create_group("inputs")
+        g.create_group("metrics")
+        for j, pth in enumerate(pl.paths):
+            gi.create_array(specmod.column_name(pth), shape=(n,), dtype="float64", chunks=(cs,),
+                            fill_value=np.nan, dimension_names=("variant",))[...] = pl.values[:, j]
     return zarr.open_group(str(path), mode="r+", zarr_format=3), True
 
 

@@ -203,6 +203,27 @@ def test_normal_force_gradients_finite():
     assert float(g) == pytest.approx(1.5e9 * dd**0.5, rel=1e-12)
 
 
+@pytest.mark.parametrize("n", [1.0, 1.5, 2.0, 2.5, 3.0])
+def test_static_exponent_equals_pow_with_its_derivatives(n):
+    """normal_force(static_exponent = n): δ^n by multiplications and √δ equals the pow path to
+    rounding, with the same first and second derivatives in δ, n and their mix; NaN where the
+    traced exponent differs from the static one (a mismatch is never a silently wrong force)."""
+    from jaxclear._math import pow_fast_path
+    assert pow_fast_path(n) and not pow_fast_path(1.3) and not pow_fast_path(4.5)
+    d = jnp.array([-1e-6, 0.0, 1e-9, 3e-6, 2e-4])
+    law = lambda x, m, static: laws.normal_force("flores", x, 0.3, 0.5, 1e9, m, 0.8, static_exponent=static)
+    slow, fast = (lambda x, m: law(x, m, None)), (lambda x, m: law(x, m, n))
+    v = jax.vmap(fast, (0, None))(d, n)
+    np.testing.assert_allclose(v, jax.vmap(slow, (0, None))(d, n), rtol=1e-14, atol=0)
+    assert float(v[0]) == 0.0 and float(v[1]) == 0.0 and float(v[3]) > 0
+    for f in (jax.grad, lambda g: jax.grad(g, argnums=1), lambda g: jax.hessian(g, argnums=(0, 1))):
+        gs, gf = (jax.vmap(f(h), (0, None))(d, n) for h in (slow, fast))
+        for a, b in zip(jax.tree_util.tree_leaves(gs), jax.tree_util.tree_leaves(gf)):
+            np.testing.assert_allclose(b, a, rtol=1e-12, atol=0)
+            assert np.all(np.isfinite(np.asarray(b)))
+    assert np.all(np.isnan(np.asarray(jax.vmap(fast, (0, None))(d[2:], n + 0.1))))
+
+
 def test_hysteresis_factor_table_and_errors():
     e = 0.6
     expected = {

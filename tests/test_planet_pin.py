@@ -65,6 +65,44 @@ def test_impact_velocity_key_onset_and_episode_max():
     assert np.max(np.abs(peaks["onset"] - peaks["episode_max"])) > 1e-3
 
 
+def test_static_exponent_when_fixed_and_the_traced_path_otherwise():
+    """laws.exponent fixed by the spec becomes static (δ^1.5 as δ·√δ): the same run as the pow
+    path to rounding; swept, or a key of a sensitivity or an identification (the spec's
+    ``_traced``), it stays a traced value."""
+    import dataclasses
+    import jax
+    r, p, cfg = _first_impacts(t_end=1.5e-3, outputs=("contact_force_N",))
+    assert cfg.exponent == 1.5 and cfg.joint.exponent == 1.5
+    r0 = jax.jit(lambda p: pp.simulate(dataclasses.replace(cfg, exponent=None), p))(p)
+    assert float(np.max(r0.history["contact_force_N"])) > 100.0
+    np.testing.assert_allclose(r.history["contact_force_N"], r0.history["contact_force_N"], rtol=1e-9,
+                               atol=1e-9 * float(np.max(r0.history["contact_force_N"])))
+    sp = specmod.load({**_spec(), "axes": {"laws.exponent": {"values": [1.4, 1.5]}}})
+    assert sweep.plan(sp).cfg.exponent is None
+    sp = specmod.load({**_spec(), "axes": {}})
+    assert sweep.plan(sp).cfg.exponent == 1.5 and sweep.plan({**sp, "_traced": ("laws.exponent",)}).cfg.exponent is None
+
+
+@pytest.mark.slow
+def test_exponent_derivative_through_the_static_path():
+    """d(smooth peak)/dn through the static exponent equals the pow path's (forward mode); the
+    sensitivity command, which marks its keys traced, differentiates n."""
+    import dataclasses
+    import jax
+    from jaxclear import metrics, sensitivity
+    _, p, cfg = _first_impacts(t_end=1.5e-3)
+
+    def peak(cfg, n):
+        a = metrics.unpack(pp.simulate(cfg, p._replace(exponent=n)).acc)
+        return metrics.smooth_peak(a.lse_force, a.steps)
+    g_fast, g_slow = (float(jax.jit(jax.jacfwd(lambda n, c=c: peak(c, n)))(p.exponent))
+                      for c in (cfg, dataclasses.replace(cfg, exponent=None)))
+    assert abs(g_fast) > 0 and g_fast == pytest.approx(g_slow, rel=1e-8)
+    sp = specmod.load({**_spec(), "axes": {}})
+    res = sensitivity.compute({**sp, "integrator": {**sp["integrator"], "t_end_s": 3e-4}}, ["laws.exponent"])
+    assert np.all(res["finite"]) and res["keys"] == ["laws.exponent"]
+
+
 def test_clamped_carrier_is_todays_model_bit_for_bit():
     """Without model.carrier_speed_rpm the step is the clamped-housing model (cylindrical_joint.
     fixed_housing_loads, the spin held in the world frame) bit for bit; carrier_speed_rpm = 0

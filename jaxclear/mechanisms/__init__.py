@@ -101,13 +101,15 @@ def state_type(name, fields, optional=(), doc=""):
 
 def declared(table, flat, dtype):
     """{field: value in SI} for every ``Param`` of ``table`` that names a params field, read from
-    ``flat`` = {dotted path: value} (value × ``Param.scale``, e.g. rpm → rad/s)."""
+    ``flat`` = {dotted path: value} (value × ``Param.scale``, e.g. rpm → rad/s); an optional key
+    absent from ``flat`` (the spec did not give it) takes its declared default."""
     import jax.numpy as jnp
 
     out = {}
     for p in table.params:
         if p.field:
-            x = jnp.asarray(flat[f"{table.path}.{p.key}"], dtype)
+            path = f"{table.path}.{p.key}"
+            x = jnp.asarray(flat[path] if path in flat or not p.optional else p.default, dtype)
             out[p.field] = x * p.scale if p.scale != 1.0 else x
     return out
 

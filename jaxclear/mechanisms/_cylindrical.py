@@ -1,13 +1,16 @@
 """What the two cylindrical-clearance-joint mechanisms (``planet_pin``, ``rotor_two_bearings``)
-share: their static Config, its check and its construction from a spec, and the spec keys of
-the joint's static choices that both declare (``IMPACT_VELOCITY``)."""
+share: their static Config, its check and its construction from a spec, the spec keys of the
+joint's static choices that both declare (``IMPACT_VELOCITY``), and the rule for optional model
+keys that switch a static feature on (given or swept: ``given``; one needs another:
+``refuse_unpaired``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import cylindrical_joint as cj, integrate
+from .. import cylindrical_joint as cj, integrate, spec as specmod
 from ..schema import Param
+from ..spec import SpecError
 
 #: δ̇⁻ rules of ``cylindrical_joint.Config.impact_velocity``.
 IMPACT_VELOCITIES = ("episode_max", "onset")
@@ -34,6 +37,7 @@ class Config:
     friction: str = "coulomb"
     checkpoint: bool = False
     impact_velocity: str = _IMPACT_VELOCITY_DEFAULT
+    exponent: float | None = None  # cylindrical_joint.Config.exponent (static_exponent)
 
     @property
     def n_steps(self):
@@ -41,7 +45,7 @@ class Config:
 
     @property
     def joint(self):
-        return cj.Config(self.normal_law, self.friction, True, self.impact_velocity)
+        return cj.Config(self.normal_law, self.friction, True, self.impact_velocity, self.exponent)
 
 
 def _impact_velocity(spec):
@@ -55,8 +59,34 @@ def validate_spec(spec):
            impact_velocity=_impact_velocity(spec)).joint.validate()
 
 
+def static_exponent(spec):
+    """laws.exponent as a Python float when every variant shares it and nothing traces it (not
+    swept, not among the keys a sensitivity or an identification differentiates: the spec's
+    private ``_traced``), else None (``cylindrical_joint.Config.exponent``)."""
+    key = "laws.exponent"
+    return None if swept(spec, key) or key in spec.get("_traced", ()) else float(spec["laws"]["exponent"])
+
+
 def make_config(spec, t_end):
     it = spec["integrator"]
     _, n_saves = integrate.steps_and_saves(t_end, it["dt_s"], it["save_every"])
     return Config(it["dt_s"], it["save_every"], n_saves, it["scheme"], tuple(spec["outputs"]["histories"]),
-                  spec["laws"]["normal"], spec["friction"]["model"], impact_velocity=_impact_velocity(spec))
+                  spec["laws"]["normal"], spec["friction"]["model"], impact_velocity=_impact_velocity(spec),
+                  exponent=static_exponent(spec))
+
+
+def swept(spec, path):
+    """Whether an axis sweeps the dotted ``path``."""
+    return any(specmod.resolve_axis_key(spec, k) == path for k in spec.get("axes", {}))
+
+
+def given(spec, key):
+    """Whether the optional ``model.<key>`` is given: written in the spec or swept by an axis."""
+    return key in spec["model"] or swept(spec, f"model.{key}")
+
+
+def refuse_unpaired(spec, key, needs, why):
+    """SpecError when ``model.<key>`` is given (``given``) but ``model.<needs>`` is not; ``why``
+    ends the message (what the lone key would, or would not, do and the remedy)."""
+    if given(spec, key) and not given(spec, needs):
+        raise SpecError(f"model.{key} is given but model.{needs} is not: {why}")

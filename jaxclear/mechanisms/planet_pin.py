@@ -201,24 +201,17 @@ class Config(_cylindrical.Config):
     carrier: bool = False
 
 
-def _carrier_given(spec):
-    return "carrier_speed_rpm" in spec["model"] or _swept(spec, "model.carrier_speed_rpm")
-
-
-def _swept(spec, path):
-    return any(specmod.resolve_axis_key(spec, k) == path for k in spec.get("axes", {}))
-
-
 def validate_spec(spec):
     """The shared static checks; a carrier radius without a carrier speed would do nothing."""
     _cylindrical.validate_spec(spec)
-    if ("carrier_radius_m" in spec["model"] or _swept(spec, "model.carrier_radius_m")) and not _carrier_given(spec):
-        raise SpecError("model.carrier_radius_m is given but model.carrier_speed_rpm is not: the carrier is clamped "
-                        "and its radius does nothing; give model.carrier_speed_rpm (0 allowed) or remove the radius")
+    _cylindrical.refuse_unpaired(spec, "carrier_radius_m", "carrier_speed_rpm",
+                                 "the carrier is clamped and its radius does nothing; give model.carrier_speed_rpm "
+                                 "(0 allowed) or remove the radius")
 
 
 def make_config(spec, t_end):
-    return Config(**asdict(_cylindrical.make_config(spec, t_end)), carrier=_carrier_given(spec))
+    carrier = _cylindrical.given(spec, "carrier_speed_rpm")
+    return Config(**asdict(_cylindrical.make_config(spec, t_end)), carrier=carrier)
 
 
 def check_values(cols):
@@ -256,7 +249,6 @@ def t_end(spec, cols):
 
 def params(spec, cfg, flat, dtype, t_end):
     """Params of one variant; an optional key absent from the spec takes its declared default."""
-    flat = {**{f"{t.path}.{q.key}": q.default for t in (MODEL,) for q in t.params if q.optional and q.field}, **flat}
     return Params(**{k: v for t in (MODEL, JOINT, LAWS, FRICTION) for k, v in declared(t, flat, dtype).items()})
 
 

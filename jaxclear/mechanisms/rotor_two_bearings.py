@@ -158,25 +158,16 @@ class Config(_cylindrical.Config):
     base: bool = False
 
 
-_BASE_KEYS = ("base_amplitude_m", "base_frequency_hz")
-
-
-def _given(spec, key):
-    return key in spec["model"] or any(specmod.resolve_axis_key(spec, k) == f"model.{key}" for k in spec.get("axes", {}))
-
-
 def validate_spec(spec):
     """The shared static checks; the base excitation needs both its amplitude and its frequency."""
     _cylindrical.validate_spec(spec)
-    amp, freq = (_given(spec, k) for k in _BASE_KEYS)
-    if amp != freq:
-        has, lacks = _BASE_KEYS if amp else _BASE_KEYS[::-1]
-        raise SpecError(f"model.{has} is given but model.{lacks} is not: the frame's translation "
-                        f"y_b = A sin(2π f t) needs both (0 allowed); give model.{lacks} or remove model.{has}")
+    for has, lacks in (("base_amplitude_m", "base_frequency_hz"), ("base_frequency_hz", "base_amplitude_m")):
+        _cylindrical.refuse_unpaired(spec, has, lacks, f"the frame's translation y_b = A sin(2π f t) needs both "
+                                                       f"(0 allowed); give model.{lacks} or remove model.{has}")
 
 
 def make_config(spec, t_end):
-    return Config(**asdict(_cylindrical.make_config(spec, t_end)), base=_given(spec, "base_amplitude_m"))
+    return Config(**asdict(_cylindrical.make_config(spec, t_end)), base=_cylindrical.given(spec, "base_amplitude_m"))
 
 
 def check_values(cols):
@@ -200,7 +191,6 @@ def t_end(spec, cols):
 
 def params(spec, cfg, flat, dtype, t_end):
     """Params of one variant; an optional key absent from the spec takes its declared default."""
-    flat = {**{f"{MODEL.path}.{q.key}": q.default for q in MODEL.params if q.optional and q.field}, **flat}
     return Params(**{k: v for t in (MODEL, JOINT, LAWS, FRICTION) for k, v in declared(t, flat, dtype).items()})
 
 
@@ -270,11 +260,8 @@ def _loads(cfg: Config):
         dt = q.x.dtype
         z3, eye = jnp.zeros(3, dt), jnp.eye(3, dtype=dt)
         R = rigid3d.quat_to_matrix(q.quat[0])
-        if cfg.base:
-            xa, Ra, va, wa = base(p, t)
-            kin = cj.Kinematics(xa, Ra, va, wa, q.x[0], R, v.v[0], rigid3d.rotate(q.quat[0], v.w[0]))
-        else:
-            kin = cj.Kinematics(z3, eye, z3, z3, q.x[0], R, v.v[0], rigid3d.rotate(q.quat[0], v.w[0]))
+        frame = base(p, t) if cfg.base else (z3, eye, z3, z3)
+        kin = cj.Kinematics(*frame, q.x[0], R, v.v[0], rigid3d.rotate(q.quat[0], v.w[0]))
         fa, ma = cj.evaluate(cfg.joint, _joint_params(p, 0), kin, memory[:4])
         fb, mb = cj.evaluate(cfg.joint, _joint_params(p, 1), kin, memory[4:])
         w2 = p.speed ** 2
