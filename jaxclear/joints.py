@@ -42,7 +42,10 @@ class JointConfig:
     regions_choice: how ``max_regions`` was chosen (``profile.max_regions = "auto"``: the reason
     from ``contact.region_bound``; ``AUTO_PENDING`` until ``sweep.plan`` has seen every variant's
     profile; "" when given as an integer).  Not part of equality or hash: two configs with the
-    same slots compile to the same function.
+    same slots compile to the same function.  exponent: the contact law's exponent when the spec
+    fixes it for every variant and joint (``mechanisms.static_law_exponent``; the params'
+    exponent must equal it): δ^1.5 as δ·√δ (``laws.normal_force``'s static_exponent); None: read
+    from the params only.
     """
 
     geometry: str = "circle"
@@ -53,6 +56,7 @@ class JointConfig:
     friction: str = "ambrosio"
     window: int = 0
     regions_choice: str = field(default="", compare=False)
+    exponent: float | None = None
 
     @property
     def slots(self) -> int:
@@ -218,7 +222,8 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory):
             new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
 
         fn = laws.normal_force(cfg.normal_law, depth, delta_dot, dd_minus, p.stiffness,
-                               exponent=p.exponent, restitution=p.restitution, damping=p.damping)
+                               exponent=p.exponent, restitution=p.restitution, damping=p.damping,
+                               static_exponent=cfg.exponent)
         fn = jnp.where(active, fn, 0.0)
         ft = laws.friction_force(cfg.friction, v_t, fn, p.friction_coefficient, p.v0, p.v1)
         f_slots = -fn[:, None] * n + ft[:, None] * t

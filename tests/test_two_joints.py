@@ -13,27 +13,36 @@ from jaxclear import sweep
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _run(name, clearance):
+# The steady peaks are chaotic: a 1e-12 relative change of the clearance moves the one-joint
+# contact-force peak by 3 %, and six copies 1e-9 apart spread it over 5.8–14.8 kN (the two-joint
+# peak over 18–27 kN). A claim about one run would test the rounding, so the peaks are compared
+# as means over six such copies (one batch).
+CLEARANCES = [0.25e-3 * (1 + k * 1e-9) for k in range(6)]
+
+
+def _run(name, clearances):
     raw = tomllib.loads((ROOT / "sweeps" / f"{name}.toml").read_text())
-    raw["axes"] = {"joint.clearance_m": {"values": [clearance]}}
+    raw["axes"] = {"joint.clearance_m": {"values": clearances}}
     raw["outputs"] = {"histories": [], "plots": False}
     table, _, _ = sweep.run(raw, log=None, compile_cache=False)
-    return {k: np.asarray(v)[0] for k, v in table.items()}
+    return {k: np.asarray(v) for k, v in table.items()}
 
 
 @pytest.fixture(scope="module")
 def runs():
-    return _run("one_joint_slider_crank", 0.25e-3), _run("two_joints_slider_crank", 0.25e-3)
+    return _run("one_joint_slider_crank", CLEARANCES), _run("two_joints_slider_crank", CLEARANCES)
 
 
 def test_two_joints_raise_the_peaks(runs):
     # Zheng et al.: "multiple clearance joints increase the peaks of the slider acceleration and of
-    # the contact force considerably".  Measured at c = 0.25 mm: 8.72e4 -> 1.05e5 m/s² and
-    # 1.36e4 -> 2.91e4 N over the last two revolutions.
+    # the contact force considerably".  Measured at c = 0.25 mm (means over the six copies, before
+    # and after the static exponent's rounding change): acceleration ×1.66–1.74, force ×2.02–2.23
+    # over the last two revolutions.
     one, two = runs
-    assert two["peak_slider_acceleration_steady_m_per_s2"] > 1.1 * one["peak_slider_acceleration_steady_m_per_s2"]
-    assert two["peak_contact_force_steady_N"] > 1.5 * one["peak_contact_force_steady_N"]
-    assert one["finite"] and two["finite"]
+    ratio = lambda k: float(np.mean(two[k]) / np.mean(one[k]))
+    assert ratio("peak_slider_acceleration_steady_m_per_s2") > 1.3
+    assert ratio("peak_contact_force_steady_N") > 1.5
+    assert np.all(one["finite"]) and np.all(two["finite"])
 
 
 def test_journal_motion_is_classified_per_joint(runs):
@@ -42,8 +51,10 @@ def test_journal_motion_is_classified_per_joint(runs):
     one, two = runs
     for nm in ("crank_rod", "rod_slider"):
         parts = [two[f"{m}_fraction_{nm}"] for m in ("free_flight", "impact", "continuous_contact")]
-        assert all(0.0 <= x <= 1.0 for x in parts) and sum(parts) == pytest.approx(1.0, abs=1e-12)
-    assert two["free_flight_fraction_rod_slider"] > two["free_flight_fraction_crank_rod"]
-    assert two["continuous_contact_fraction_crank_rod"] > two["continuous_contact_fraction_rod_slider"]
-    assert two["continuous_contact_fraction_crank_rod"] > 0.5
-    assert two["free_flight_fraction_rod_slider"] > one["free_flight_fraction"]
+        assert np.all((0.0 <= np.stack(parts)) & (np.stack(parts) <= 1.0))
+        np.testing.assert_allclose(sum(parts), 1.0, atol=1e-12)
+    m = lambda t, k: float(np.mean(t[k]))
+    assert m(two, "free_flight_fraction_rod_slider") > m(two, "free_flight_fraction_crank_rod")
+    assert m(two, "continuous_contact_fraction_crank_rod") > m(two, "continuous_contact_fraction_rod_slider")
+    assert m(two, "continuous_contact_fraction_crank_rod") > 0.5
+    assert m(two, "free_flight_fraction_rod_slider") > m(one, "free_flight_fraction")

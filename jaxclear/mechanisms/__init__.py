@@ -99,6 +99,25 @@ def state_type(name, fields, optional=(), doc=""):
     return integrate.state_type(name, fields, optional, doc)
 
 
+def static_law_exponent(spec):
+    """``laws.exponent`` as a Python float when it is one value for every variant and joint and
+    nothing traces it: not swept, no joint's own ``joints.<name>.laws.exponent``, not a key that
+    ``sensitivity`` or ``identify`` differentiates (they list theirs in the spec's private
+    ``_traced``); else None.  The contact laws then compute δ^1.5 as δ·√δ
+    (``laws.normal_force``'s static_exponent)."""
+    from .. import spec as specmod
+
+    flat = specmod.flat_values(spec)
+    paths = [k for k in flat if k.endswith("laws.exponent")]
+    if paths != ["laws.exponent"]:
+        return None
+    if any(specmod.resolve_axis_key(spec, k).endswith("laws.exponent") for k in spec.get("axes", {})):
+        return None
+    if any(str(k).endswith("laws.exponent") for k in spec.get("_traced", ())):
+        return None
+    return float(flat["laws.exponent"])
+
+
 def declared(table, flat, dtype):
     """{field: value in SI} for every ``Param`` of ``table`` that names a params field, read from
     ``flat`` = {dotted path: value} (value × ``Param.scale``, e.g. rpm → rad/s); an optional key

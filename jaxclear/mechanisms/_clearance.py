@@ -22,6 +22,7 @@ from .. import contact, integrate, joints, laws, profiles
 from ..schema import NONNEGATIVE, POSITIVE, Param, Table
 from .. import spec as specmod
 from ..spec import SpecError
+from . import static_law_exponent
 
 # Per-harmonic Fourier coefficients of the bushing radius [m]: optional floats of [profile] (absent
 # unless given, so that specs written without them keep their spec hash), added on top of the
@@ -326,7 +327,8 @@ def joint_config(spec):
         k, choice = contact.REGION_CAP, joints.AUTO_PENDING
     return joints.JointConfig(geometry=geom, n_points=n_points, max_regions=k, regions_choice=choice,
                               refine=pr["refine"], normal_law=lw["normal"], friction=lw["friction"],
-                              window=pr.get("window_points", 0) if geom == "points" else 0)
+                              window=pr.get("window_points", 0) if geom == "points" else 0,
+                              exponent=static_law_exponent(spec))
 
 
 def resolve_config(spec, cfg, jp, acc, offset, names):

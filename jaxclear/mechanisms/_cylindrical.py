@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from .. import cylindrical_joint as cj, integrate, spec as specmod
 from ..schema import Param
 from ..spec import SpecError
+from . import static_law_exponent
 
 #: δ̇⁻ rules of ``cylindrical_joint.Config.impact_velocity``.
 IMPACT_VELOCITIES = ("episode_max", "onset")
@@ -59,20 +60,12 @@ def validate_spec(spec):
            impact_velocity=_impact_velocity(spec)).joint.validate()
 
 
-def static_exponent(spec):
-    """laws.exponent as a Python float when every variant shares it and nothing traces it (not
-    swept, not among the keys a sensitivity or an identification differentiates: the spec's
-    private ``_traced``), else None (``cylindrical_joint.Config.exponent``)."""
-    key = "laws.exponent"
-    return None if swept(spec, key) or key in spec.get("_traced", ()) else float(spec["laws"]["exponent"])
-
-
 def make_config(spec, t_end):
     it = spec["integrator"]
     _, n_saves = integrate.steps_and_saves(t_end, it["dt_s"], it["save_every"])
     return Config(it["dt_s"], it["save_every"], n_saves, it["scheme"], tuple(spec["outputs"]["histories"]),
                   spec["laws"]["normal"], spec["friction"]["model"], impact_velocity=_impact_velocity(spec),
-                  exponent=static_exponent(spec))
+                  exponent=static_law_exponent(spec))
 
 
 def swept(spec, path):
