@@ -265,7 +265,7 @@ def check_overrides(spec, overrides):
     if not overrides or not spec.get("axes"):
         return
     sch = schema_of(spec)
-    axes = {resolve_axis_key(spec, k): k for k in spec["axes"]}
+    axes = axis_paths(spec)
     for ov in overrides:
         key = ov.split("=", 1)[0].strip()
         key = sch.aliases.get(key, (key, 1.0))[0]
@@ -530,6 +530,11 @@ def validate(spec):
 
 def swept_paths(spec):
     return list(spec["axes"].keys())
+
+
+def axis_paths(spec) -> dict:
+    """{dotted path: axis key} of the spec's axes (bare keys resolved by ``resolve_axis_key``)."""
+    return {resolve_axis_key(spec, k): k for k in spec.get("axes", {})}
 
 
 def resolve_axis_key(spec, key):

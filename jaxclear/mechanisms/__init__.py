@@ -111,7 +111,7 @@ def static_law_exponent(spec):
     paths = [k for k in flat if k.endswith("laws.exponent")]
     if paths != ["laws.exponent"]:
         return None
-    if any(specmod.resolve_axis_key(spec, k).endswith("laws.exponent") for k in spec.get("axes", {})):
+    if any(p.endswith("laws.exponent") for p in specmod.axis_paths(spec)):
         return None
     if any(str(k).endswith("laws.exponent") for k in spec.get("_traced", ())):
         return None

@@ -70,7 +70,7 @@ def make_config(spec, t_end):
 
 def swept(spec, path):
     """Whether an axis sweeps the dotted ``path``."""
-    return any(specmod.resolve_axis_key(spec, k) == path for k in spec.get("axes", {}))
+    return path in specmod.axis_paths(spec)
 
 
 def given(spec, key):
