@@ -28,15 +28,23 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def _spec(variants, steps, chunk):
     from jaxclear import spec as specmod
-    return specmod.load(ROOT / "sweeps" / "bench_slider_crank.toml",
-                        [f"sampling.n={variants}", f"integrator.t_end_s={steps * 1e-6}",
-                         f"integrator.chunk_size={chunk}", f"integrator.save_every={min(100, steps)}",
-                         "outputs.plots=false"])
+
+    return specmod.load(
+        ROOT / "sweeps" / "bench_slider_crank.toml",
+        [
+            f"sampling.n={variants}",
+            f"integrator.t_end_s={steps * 1e-6}",
+            f"integrator.chunk_size={chunk}",
+            f"integrator.save_every={min(100, steps)}",
+            "outputs.plots=false",
+        ],
+    )
 
 
 def _run(spec, out, cache, cluster=None):
     """(wall s, summary) of one run into a fresh store."""
     from jaxclear import sweep
+
     shutil.rmtree(out, ignore_errors=True)
     t0 = time.perf_counter()
     _, summary, _ = sweep.run(spec, out=out, log=None, compile_cache=cache, cluster=cluster)
@@ -64,8 +72,9 @@ def main(argv=None):
         cache = d / "xla"
         engines = [("local (sweep.run)", 0, None)]
         for n in counts:  # every cluster started first, idle while the others run
-            lc = stack.enter_context(distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                                              dashboard_address=None))
+            lc = stack.enter_context(
+                distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            )
             client = stack.enter_context(distributed.Client(lc))
             client.wait_for_workers(n)
             engines.append(("Dask LocalCluster", n, client))
@@ -75,21 +84,35 @@ def main(argv=None):
                 wall, s = _run(spec, d / f"e{n}", cache, client)
                 if r > 0 and (n not in best or wall < best[n][0]):
                     best[n] = (wall, s)
-        rows = [dict(engine=name, workers=n, wall_s=best[n][0], rate=work / best[n][0],
-                     compute_rate=best[n][1]["variant_steps_per_s"]) for name, n, _ in engines]
+        rows = [
+            dict(
+                engine=name,
+                workers=n,
+                wall_s=best[n][0],
+                rate=work / best[n][0],
+                compute_rate=best[n][1]["variant_steps_per_s"],
+            )
+            for name, n, _ in engines
+        ]
     base = rows[0]["rate"]
-    print(f"{args.variants} variants x {args.steps} steps, chunk {args.chunk}, "
-          f"{jax.devices()[0].device_kind}, {os.cpu_count()} cores, float64, load average "
-          f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end")
-    print(f"{'engine':22s} {'workers':>7s} {'wall s':>8s} {'variant-steps/s':>16s} {'vs local':>9s} "
-          f"{'compute only':>13s}")
+    print(
+        f"{args.variants} variants x {args.steps} steps, chunk {args.chunk}, "
+        f"{jax.devices()[0].device_kind}, {os.cpu_count()} cores, float64, load average "
+        f"{load0:.1f} at the start, {os.getloadavg()[0]:.1f} at the end"
+    )
+    print(
+        f"{'engine':22s} {'workers':>7s} {'wall s':>8s} {'variant-steps/s':>16s} {'vs local':>9s} {'compute only':>13s}"
+    )
     for r in rows:
         r["ratio"] = r["rate"] / base
-        print(f"{r['engine']:22s} {r['workers']:7d} {r['wall_s']:8.2f} {r['rate']:16.3g} {r['ratio']:9.2f} "
-              f"{(r['compute_rate'] or 0):13.3g}")
+        print(
+            f"{r['engine']:22s} {r['workers']:7d} {r['wall_s']:8.2f} {r['rate']:16.3g} {r['ratio']:9.2f} "
+            f"{(r['compute_rate'] or 0):13.3g}"
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps(dict(variants=args.variants, steps=args.steps, chunk=args.chunk,
-                                                   rows=rows), indent=2))
+        Path(args.json).write_text(
+            json.dumps(dict(variants=args.variants, steps=args.steps, chunk=args.chunk, rows=rows), indent=2)
+        )
     return 0
 
 

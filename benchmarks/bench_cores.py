@@ -62,9 +62,22 @@ print(json.dumps({"devices": jax.local_device_count(), "compile_s": comp, "run_s
 
 def run_jaxclear(n_devices, B, steps, repeats):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT)] + [p for p in sys.path if p]))
-    r = subprocess.run([sys.executable, "-c", CHILD, str(n_devices), str(B), str(steps), str(repeats),
-                        str(ROOT / "sweeps" / "bench_slider_crank.toml")],
-                       capture_output=True, text=True, env=env, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            str(n_devices),
+            str(B),
+            str(steps),
+            str(repeats),
+            str(ROOT / "sweeps" / "bench_slider_crank.toml"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     if r.returncode:
         raise RuntimeError(r.stderr[-3000:])
     return json.loads(r.stdout.strip().splitlines()[-1])
@@ -91,8 +104,13 @@ def run_numba_prange(B, steps, repeats, threads):
         t0 = time.perf_counter()
         kernel(c, k, chi, mu, steps, 1e-6, b.OMEGA, out_f, out_a)
         best = min(best, time.perf_counter() - t0)
-    return {"threads": threads, "compile_s": comp, "run_s": best, "variant_steps_per_s": B * steps / best,
-            "peak_force": out_f.tolist()}
+    return {
+        "threads": threads,
+        "compile_s": comp,
+        "run_s": best,
+        "variant_steps_per_s": B * steps / best,
+        "peak_force": out_f.tolist(),
+    }
 
 
 def main(argv=None):
@@ -105,25 +123,35 @@ def main(argv=None):
     a = ap.parse_args(argv)
     sys.path.insert(0, str(ROOT))
     from jaxclear import parallel
+
     n = a.cores or parallel.usable_cores()
     one = run_jaxclear(1, a.variants, a.steps, a.repeats)
     alln = run_jaxclear(n, a.variants, a.steps, a.repeats) if n > 1 else one
     nb = run_numba_prange(a.variants, one["n_steps"], a.repeats, n)
     import numpy as np
+
     # same model: the peaks of the three agree (the Numba kernel carries angles, jaxclear
     # rotated (cos, sin) pairs: round-off differences only, amplified at impacts)
     agree = float(np.median(np.abs(np.array(alln["peak_force"]) / np.array(nb["peak_force"]) - 1)))
-    res = {"variants": a.variants, "steps": one["n_steps"], "cores": n,
-           "jaxclear_1_device": {k: v for k, v in one.items() if k != "peak_force"},
-           "jaxclear_all_devices": {k: v for k, v in alln.items() if k != "peak_force"},
-           "numba_prange_all_cores": {k: v for k, v in nb.items() if k != "peak_force"},
-           "ratio_all_devices_vs_1": alln["variant_steps_per_s"] / one["variant_steps_per_s"],
-           "ratio_all_devices_vs_numba_prange": alln["variant_steps_per_s"] / nb["variant_steps_per_s"],
-           "median_rel_diff_peak_force_vs_numba": agree,
-           "load_average": os.getloadavg()}
+    res = {
+        "variants": a.variants,
+        "steps": one["n_steps"],
+        "cores": n,
+        "jaxclear_1_device": {k: v for k, v in one.items() if k != "peak_force"},
+        "jaxclear_all_devices": {k: v for k, v in alln.items() if k != "peak_force"},
+        "numba_prange_all_cores": {k: v for k, v in nb.items() if k != "peak_force"},
+        "ratio_all_devices_vs_1": alln["variant_steps_per_s"] / one["variant_steps_per_s"],
+        "ratio_all_devices_vs_numba_prange": alln["variant_steps_per_s"] / nb["variant_steps_per_s"],
+        "median_rel_diff_peak_force_vs_numba": agree,
+        "load_average": os.getloadavg(),
+    }
     print(f"B = {a.variants}, {one['n_steps']} steps, {n} cores (load average {res['load_average'][0]:.2f})")
-    print(f"  jaxclear, 1 host device   : {one['variant_steps_per_s']:.3g} variant-steps/s (compile {one['compile_s']:.3g} s)")
-    print(f"  jaxclear, {n} host devices  : {alln['variant_steps_per_s']:.3g} variant-steps/s (compile {alln['compile_s']:.3g} s)")
+    print(
+        f"  jaxclear, 1 host device   : {one['variant_steps_per_s']:.3g} variant-steps/s (compile {one['compile_s']:.3g} s)"
+    )
+    print(
+        f"  jaxclear, {n} host devices  : {alln['variant_steps_per_s']:.3g} variant-steps/s (compile {alln['compile_s']:.3g} s)"
+    )
     print(f"  Numba prange, {n} threads   : {nb['variant_steps_per_s']:.3g} variant-steps/s")
     print(f"  ratio {n} devices / 1 device : {res['ratio_all_devices_vs_1']:.2f}  (target >= 1.8 on 2 cores)")
     print(f"  ratio jaxclear / Numba prange: {res['ratio_all_devices_vs_numba_prange']:.2f}  (target >= 1)")

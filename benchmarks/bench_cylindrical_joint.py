@@ -68,8 +68,12 @@ CFG = cj.Config("flores", "coulomb", True, exponent=1.5)  # the exponent static,
 
 def variants(n, seed=0):
     rng = np.random.default_rng(seed)
-    return (np.exp(rng.uniform(np.log(30e-6), np.log(100e-6), n)), rng.uniform(0.6, 0.9, n),
-            rng.uniform(0.05, 0.15, n), rng.uniform(-1e-3, 1e-3, n))
+    return (
+        np.exp(rng.uniform(np.log(30e-6), np.log(100e-6), n)),
+        rng.uniform(0.6, 0.9, n),
+        rng.uniform(0.05, 0.15, n),
+        rng.uniform(-1e-3, 1e-3, n),
+    )
 
 
 def batched_params(c, e, mu, mis):
@@ -78,8 +82,9 @@ def batched_params(c, e, mu, mis):
     tile = lambda x: jnp.broadcast_to(jnp.asarray(x), (B,) + jnp.shape(x))
     p = jax.tree_util.tree_map(tile, base)
     axes = jax.vmap(lambda m: cj.misaligned_axis(0.0, m))(jnp.asarray(mis))
-    return p._replace(clearance=jnp.asarray(c), restitution=jnp.asarray(e), friction_coefficient=jnp.asarray(mu),
-                      axis_a=axes)
+    return p._replace(
+        clearance=jnp.asarray(c), restitution=jnp.asarray(e), friction_coefficient=jnp.asarray(mu), axis_a=axes
+    )
 
 
 def make_jax(n_steps):
@@ -101,8 +106,20 @@ def make_jax(n_steps):
 
 def numba_args(p):
     a = lambda x: np.ascontiguousarray(np.asarray(x, float))
-    return (a(p.pin_radius), a(p.clearance), a(p.length), a(p.axial_gap), a(p.stiffness), a(p.axial_stiffness),
-            a(p.exponent), a(p.restitution), a(p.friction_coefficient), a(p.v0), a(p.axis_a), a(p.face_smoothing))
+    return (
+        a(p.pin_radius),
+        a(p.clearance),
+        a(p.length),
+        a(p.axial_gap),
+        a(p.stiffness),
+        a(p.axial_stiffness),
+        a(p.exponent),
+        a(p.restitution),
+        a(p.friction_coefficient),
+        a(p.v0),
+        a(p.axis_a),
+        a(p.face_smoothing),
+    )
 
 
 if numba is not None:
@@ -143,7 +160,11 @@ if numba is not None:
             depth = s * ra + RB * reach - 0.5 * (L + g)
             n = (s * a[0], s * a[1], s * a[2])
             inv = 1.0 / root if root > 0 else 0.0
-            r = (E[0] + RB * s * u[0] * inv - x[0], E[1] + RB * s * u[1] * inv - x[1], E[2] + RB * s * u[2] * inv - x[2])
+            r = (
+                E[0] + RB * s * u[0] * inv - x[0],
+                E[1] + RB * s * u[1] * inv - x[1],
+                E[2] + RB * s * u[2] * inv - x[2],
+            )
             Kk = Kax
         wr = _cross(ww, r)
         rel = (v[0] + wr[0], v[1] + wr[1], v[2] + wr[2])
@@ -158,7 +179,7 @@ if numba is not None:
         if active:
             vm = max(abs(dm), 1e-4)
             # δ^1.5 as δ·√δ, as jaxclear does for a static exponent (a fair baseline)
-            pw = depth * math.sqrt(depth) if n_exp == 1.5 else depth ** n_exp
+            pw = depth * math.sqrt(depth) if n_exp == 1.5 else depth**n_exp
             fn = max(Kk * pw * (1.0 + chi * dd / vm), 0.0)
         else:
             dm = 0.0
@@ -172,11 +193,20 @@ if numba is not None:
         """(a, α, new memory (4-tuple), largest F_n) at the state (x, quat, v, ω_body)."""
         RB, c, L, g, K, Kax, n_exp, e, mu, v0, ax0, ax1, ax2, eps = prm
         qw, qx, qy, qz = qu
-        R00 = 1 - 2 * (qy * qy + qz * qz); R01 = 2 * (qx * qy - qw * qz); R02 = 2 * (qx * qz + qw * qy)
-        R10 = 2 * (qx * qy + qw * qz); R11 = 1 - 2 * (qx * qx + qz * qz); R12 = 2 * (qy * qz - qw * qx)
-        R20 = 2 * (qx * qz - qw * qy); R21 = 2 * (qy * qz + qw * qx); R22 = 1 - 2 * (qx * qx + qy * qy)
-        ww = (R00 * w[0] + R01 * w[1] + R02 * w[2], R10 * w[0] + R11 * w[1] + R12 * w[2],
-              R20 * w[0] + R21 * w[1] + R22 * w[2])
+        R00 = 1 - 2 * (qy * qy + qz * qz)
+        R01 = 2 * (qx * qy - qw * qz)
+        R02 = 2 * (qx * qz + qw * qy)
+        R10 = 2 * (qx * qy + qw * qz)
+        R11 = 1 - 2 * (qx * qx + qz * qz)
+        R12 = 2 * (qy * qz - qw * qx)
+        R20 = 2 * (qx * qz - qw * qy)
+        R21 = 2 * (qy * qz + qw * qx)
+        R22 = 1 - 2 * (qx * qx + qy * qy)
+        ww = (
+            R00 * w[0] + R01 * w[1] + R02 * w[2],
+            R10 * w[0] + R11 * w[1] + R12 * w[2],
+            R20 * w[0] + R21 * w[1] + R22 * w[2],
+        )
         a = (ax0, ax1, ax2)
         b = (R02, R12, R22)
         ab = _dot(a, b)
@@ -200,8 +230,11 @@ if numba is not None:
             t = _cross(r, f)
             T = (T[0] + t[0], T[1] + t[1], T[2] + t[2])
         acc = (F[0] / MASS, F[1] / MASS, F[2] / MASS)
-        tb = (R00 * T[0] + R10 * T[1] + R20 * T[2], R01 * T[0] + R11 * T[1] + R21 * T[2],
-              R02 * T[0] + R12 * T[1] + R22 * T[2])
+        tb = (
+            R00 * T[0] + R10 * T[1] + R20 * T[2],
+            R01 * T[0] + R11 * T[1] + R21 * T[2],
+            R02 * T[0] + R12 * T[1] + R22 * T[2],
+        )
         Iw = (INERTIA[0] * w[0], INERTIA[1] * w[1], INERTIA[2] * w[2])
         gy = _cross(w, Iw)
         al = ((tb[0] - gy[0]) / INERTIA[0], (tb[1] - gy[1]) / INERTIA[1], (tb[2] - gy[2]) / INERTIA[2])
@@ -246,8 +279,22 @@ if numba is not None:
     @njit
     def _variant(j, n_steps, RB, c, L, g, K, Kax, n_exp, e, mu, v0, axis, eps, states, peaks):
         """Variant j: its run, final state and peak written into row j."""
-        prm = (RB[j], c[j], L[j], g[j], K[j], Kax[j], n_exp[j], e[j], mu[j], v0[j], axis[j, 0], axis[j, 1],
-               axis[j, 2], eps[j])
+        prm = (
+            RB[j],
+            c[j],
+            L[j],
+            g[j],
+            K[j],
+            Kax[j],
+            n_exp[j],
+            e[j],
+            mu[j],
+            v0[j],
+            axis[j, 0],
+            axis[j, 1],
+            axis[j, 2],
+            eps[j],
+        )
         st, pk = _run_one(n_steps, prm)
         for i in range(13):
             states[j, i] = st[i]
@@ -292,9 +339,14 @@ def measure_all_cores(n_dev, B, n_steps, repeats):
     """jaxclear on n_dev host devices (subprocess) and Numba prange on n_dev threads, at B."""
     import subprocess
     from pathlib import Path
+
     here = str(Path(__file__).resolve().parent)
-    out = subprocess.run([sys.executable, "-c", CHILD, str(n_dev), str(B), str(n_steps), str(repeats), here],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(n_dev), str(B), str(n_steps), str(repeats), here],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     child = json.loads(out.stdout.strip().splitlines()[-1])
     rn = None
     if numba is not None:
@@ -332,13 +384,19 @@ def main(argv=None):
     ap.add_argument("--rtol", type=float, default=1e-8, help="agreement tolerance (relative to the largest value)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None, help="write the results to this file")
-    ap.add_argument("--cpu-devices", type=int, default=None,
-                    help="all-cores row: N host devices vs Numba prange on N threads (default: usable cores; 1 skips)")
+    ap.add_argument(
+        "--cpu-devices",
+        type=int,
+        default=None,
+        help="all-cores row: N host devices vs Numba prange on N threads (default: usable cores; 1 skips)",
+    )
     args = ap.parse_args(argv)
     sizes = [int(s) for s in (args.sizes or ("1,64" if args.quick else "1,64,1024")).split(",")]
     n_steps = args.steps or (500 if args.quick else 2000)
-    print(f"jax {jax.__version__} on {jax.devices()[0].device_kind} ×{len(jax.devices())}, "
-          f"numba {numba.__version__ if numba else 'missing'}, {platform.processor() or platform.machine()}")
+    print(
+        f"jax {jax.__version__} on {jax.devices()[0].device_kind} ×{len(jax.devices())}, "
+        f"numba {numba.__version__ if numba else 'missing'}, {platform.processor() or platform.machine()}"
+    )
     # agreement
     c, e, mu, mis = variants(8, seed=1)
     p = batched_params(c, e, mu, mis)
@@ -349,10 +407,14 @@ def main(argv=None):
         d_state = float(np.max(np.abs(st_n - st_j) / np.maximum(np.max(np.abs(st_j), axis=0), 1e-300)))
         d_peak = float(np.max(np.abs(pk_n - pk_j)) / np.max(np.abs(pk_j)))
         ok = d_state <= args.rtol and d_peak <= args.rtol
-        print(f"agreement after {args.check_steps} steps (8 variants): state {d_state:.2e}, peak force {d_peak:.2e} "
-              f"(peak {np.max(pk_j):.4g} N) — {'ok' if ok else 'FAILED'} (rtol {args.rtol:g})")
+        print(
+            f"agreement after {args.check_steps} steps (8 variants): state {d_state:.2e}, peak force {d_peak:.2e} "
+            f"(peak {np.max(pk_j):.4g} N) — {'ok' if ok else 'FAILED'} (rtol {args.rtol:g})"
+        )
     rows = []
-    print(f"\n{'B':>6} {'jaxclear':>12} {'Numba 1 thread':>15} {'jaxclear/Numba':>15}   (variant-steps/s, {n_steps} steps)")
+    print(
+        f"\n{'B':>6} {'jaxclear':>12} {'Numba 1 thread':>15} {'jaxclear/Numba':>15}   (variant-steps/s, {n_steps} steps)"
+    )
     for B in sizes:
         c, e, mu, mis = variants(B)
         p = batched_params(c, e, mu, mis)
@@ -369,6 +431,7 @@ def main(argv=None):
         rows.append({"B": B, "jaxclear": rj, "numba_1_thread": rn, "ratio": rj / rn if rn else None})
         print(f"{B:>6} {rj:>12.3g} {rn if rn else float('nan'):>15.3g} {rj / rn if rn else float('nan'):>15.3g}")
     from jaxclear import parallel
+
     n_dev = args.cpu_devices or parallel.usable_cores()
     cores = None
     if n_dev > 1 and not args.quick:
@@ -376,15 +439,20 @@ def main(argv=None):
         dev, rj, rp = measure_all_cores(n_dev, B, n_steps, args.repeats)
         r1 = next(r for r in rows if r["B"] == B)["numba_1_thread"]
         cores = {"B": B, "devices": dev, "jaxclear": rj, "numba_prange": rp, "numba_1_thread": r1}
-        print(f"\nevery core, B = {B}: jaxclear on {dev} host devices {rj:.3g}, Numba prange on {n_dev} threads "
-              f"{rp if rp else float('nan'):.3g}; jaxclear/Numba-prange {rj / rp if rp else float('nan'):.3g}, "
-              f"jaxclear/Numba-1-thread {rj / r1 if r1 else float('nan'):.3g}")
+        print(
+            f"\nevery core, B = {B}: jaxclear on {dev} host devices {rj:.3g}, Numba prange on {n_dev} threads "
+            f"{rp if rp else float('nan'):.3g}; jaxclear/Numba-prange {rj / rp if rp else float('nan'):.3g}, "
+            f"jaxclear/Numba-1-thread {rj / r1 if r1 else float('nan'):.3g}"
+        )
     r1024 = next((r for r in rows if r["B"] == 1024 and r["ratio"]), None)
     if r1024 is not None:
         best = max(r1024["ratio"], cores["jaxclear"] / r1024["numba_1_thread"] if cores else 0.0)
-        print(f"\ntarget at B = 1024, jaxclear >= the one-thread Numba rate: {'met' if best >= 1 else 'NOT met'} "
-              f"(one XLA device {r1024['ratio']:.2f}"
-              + (f", every core {cores['jaxclear'] / r1024['numba_1_thread']:.2f}" if cores else "") + ")")
+        print(
+            f"\ntarget at B = 1024, jaxclear >= the one-thread Numba rate: {'met' if best >= 1 else 'NOT met'} "
+            f"(one XLA device {r1024['ratio']:.2f}"
+            + (f", every core {cores['jaxclear'] / r1024['numba_1_thread']:.2f}" if cores else "")
+            + ")"
+        )
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"steps": n_steps, "dt_s": DT, "agreement_ok": ok, "rows": rows, "all_cores": cores}, f, indent=2)

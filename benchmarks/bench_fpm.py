@@ -87,35 +87,60 @@ RPM, RAMP, T_PRE = 5000.0, 1.0e-3, 1.2e-3
 def slider_crank(c=0.5e-3, e=0.9, mu=0.01, rpm=RPM, ramp=RAMP):
     """The stiff FPM slider-crank of tests/test_fpm.py (clearance at the rod–slider joint)."""
     links = {"crank": ("O", "B", 1), "rod": ("B", "C", 4)}
-    jts = {"O": ("ground", "O", ("crank",), None), "B": ("revolute", "B", ("crank", "rod"), None),
-           "C": ("clearance", "C", ("rod", "slider"), None), "guide": ("slider", "C", ("slider",), "fixed")}
+    jts = {
+        "O": ("ground", "O", ("crank",), None),
+        "B": ("revolute", "B", ("crank", "rod"), None),
+        "C": ("clearance", "C", ("rod", "slider"), None),
+        "guide": ("slider", "C", ("slider",), "fixed"),
+    }
     lay = fpm.assemble(links, jts, {"crank": ("crank", "O")}, bodies={"slider": "C"})
-    jp = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None],
-                                _clearance.benchmark_joint(clearance=c, restitution=e, friction_coefficient=mu))
+    jp = jax.tree_util.tree_map(
+        lambda x: jnp.asarray(x)[None], _clearance.benchmark_joint(clearance=c, restitution=e, friction_coefficient=mu)
+    )
     steel = dict(youngs_modulus=2.07e13, density=7850.0)
-    p = fpm.linkage_params(lay, {"O": (0.0, 0.0), "B": (0.05, 0.0), "C": (0.17, 0.0)},
-                           {"crank": dict(points=("O", "B"), mass=0.30, inertia=1e-4, **steel),
-                            "rod": dict(points=("B", "C"), mass=0.21, inertia=2.5e-4, **steel)},
-                           bodies={"slider": ("C", 0.14, 1e-4)}, guides={"guide": (1.0, 0.0)},
-                           joint=jp, crank_speed=rpm * 2 * np.pi / 60, ramp_time=ramp)
+    p = fpm.linkage_params(
+        lay,
+        {"O": (0.0, 0.0), "B": (0.05, 0.0), "C": (0.17, 0.0)},
+        {
+            "crank": dict(points=("O", "B"), mass=0.30, inertia=1e-4, **steel),
+            "rod": dict(points=("B", "C"), mass=0.21, inertia=2.5e-4, **steel),
+        },
+        bodies={"slider": ("C", 0.14, 1e-4)},
+        guides={"guide": (1.0, 0.0)},
+        joint=jp,
+        crank_speed=rpm * 2 * np.pi / 60,
+        ramp_time=ramp,
+    )
     return lay, p
 
 
 def four_bar(c=0.5e-3, e=0.9, mu=0.01, rpm=RPM, ramp=RAMP):
     """The four-bar of sweeps/linkage_four_bar.toml (4 elements per link, clearance at C)."""
     links = {"crank": ("O2", "B", 4), "coupler": ("B", "C", 4), "follower": ("O4", "C", 4)}
-    jts = {"O2": ("ground", "O2", ("crank",), None), "B": ("revolute", "B", ("crank", "coupler"), None),
-           "C": ("clearance", "C", ("coupler", "follower"), None), "O4": ("ground", "O4", ("follower",), None)}
+    jts = {
+        "O2": ("ground", "O2", ("crank",), None),
+        "B": ("revolute", "B", ("crank", "coupler"), None),
+        "C": ("clearance", "C", ("coupler", "follower"), None),
+        "O4": ("ground", "O4", ("follower",), None),
+    }
     lay = fpm.assemble(links, jts, {"crank": ("crank", "O2")}, bodies={})
-    jp = jax.tree_util.tree_map(lambda x: jnp.asarray(x)[None],
-                                _clearance.benchmark_joint(clearance=c, restitution=e, friction_coefficient=mu))
+    jp = jax.tree_util.tree_map(
+        lambda x: jnp.asarray(x)[None], _clearance.benchmark_joint(clearance=c, restitution=e, friction_coefficient=mu)
+    )
     steel = dict(youngs_modulus=2.07e13, density=7850.0)
     pts = {"O2": (0.0, 0.0), "B": (0.0, 0.05), "C": (0.1093461926484556, 0.09943086235629348), "O4": (0.12, 0.0)}
-    p = fpm.linkage_params(lay, pts,
-                           {"crank": dict(points=("O2", "B"), mass=0.0785, inertia=1.635e-5, **steel),
-                            "coupler": dict(points=("B", "C"), mass=0.1884, inertia=2.261e-4, **steel),
-                            "follower": dict(points=("O4", "C"), mass=0.157, inertia=1.308e-4, **steel)},
-                           joint=jp, crank_speed=rpm * 2 * np.pi / 60, ramp_time=ramp)
+    p = fpm.linkage_params(
+        lay,
+        pts,
+        {
+            "crank": dict(points=("O2", "B"), mass=0.0785, inertia=1.635e-5, **steel),
+            "coupler": dict(points=("B", "C"), mass=0.1884, inertia=2.261e-4, **steel),
+            "follower": dict(points=("O4", "C"), mass=0.157, inertia=1.308e-4, **steel),
+        },
+        joint=jp,
+        crank_speed=rpm * 2 * np.pi / 60,
+        ramp_time=ramp,
+    )
     return lay, p
 
 
@@ -124,8 +149,7 @@ MECHANISMS = {"slider_crank": slider_crank, "four_bar": four_bar}
 
 def variants(n, seed=0):
     rng = np.random.default_rng(seed)
-    return (np.exp(rng.uniform(np.log(1e-4), np.log(5e-4), n)), rng.uniform(0.8, 0.95, n),
-            rng.uniform(0.0, 0.05, n))
+    return (np.exp(rng.uniform(np.log(1e-4), np.log(5e-4), n)), rng.uniform(0.8, 0.95, n), rng.uniform(0.0, 0.05, n))
 
 
 def batched_params(build, c, e, mu):
@@ -159,6 +183,7 @@ def initial_states(topo, pb):
     def one(p):
         q0, v0, aux0 = fpm.initial_state(topo, p)
         return integrate.State(q0, v0, fpm._accel_out(topo, p, q0, v0, aux0, 0.0)[0], aux0)
+
     return jax.jit(jax.vmap(one))(pb)
 
 
@@ -167,8 +192,9 @@ def pre_roll(topo, pb, dt, n_pre, chunk=2000):
     s = initial_states(topo, pb)
     n_chunks = max(1, n_pre // chunk)
     step = fpm.make_step(topo, dt, "leapfrog")
-    run = jax.jit(jax.vmap(lambda p, s0: integrate.simulate(step, p, s0, jnp.zeros(()), lambda a, o, i: a,
-                                                            n_chunks, chunk)[0]))
+    run = jax.jit(
+        jax.vmap(lambda p, s0: integrate.simulate(step, p, s0, jnp.zeros(()), lambda a, o, i: a, n_chunks, chunk)[0])
+    )
     s = run(pb, s)
     jax.block_until_ready(s)
     # simulate counts time from 0 again: beyond the ramp θ̈ = 0, which ramp_time = 0 gives at any t
@@ -182,18 +208,49 @@ def numba_args(topo, pb, state):
     i32 = lambda x, w: np.asarray(x, np.int64).reshape(-1, w) if len(x) else np.zeros((0, w), np.int64)
     J = pb.joint
     e = np.clip(np.asarray(J.restitution), laws.RESTITUTION_FLOOR, 1.0)
-    assert dataclasses.replace(topo.joint, exponent=None) == joints.JointConfig(), \
+    assert dataclasses.replace(topo.joint, exponent=None) == joints.JointConfig(), (
         "the Numba kernel implements the circle/LN/ambrosio joint"
-    topo_arrays = (i32(topo.elements, 4), np.asarray(topo.ground, np.int64),
-                   i32(topo.sliders, 2), np.asarray(topo.fixed_rotations, np.int64),
-                   np.asarray(topo.driven, np.int64), i32(topo.clearance, 4))
-    par = (a(pb.EA), a(pb.EI), a(pb.l0), a(pb.offsets), a(pb.mass), a(pb.inertia), a(pb.guides),
-           a(pb.damping), a(pb.gravity), a(pb.crank_speed), a(pb.ramp_time), a(pb.forces), a(pb.torques),
-           a(J.journal_radius), a(J.clearance), a(J.stiffness), a(J.exponent), a(0.75 * (1.0 - e * e)),
-           a(J.friction_coefficient), a(J.v0), a(J.v1))
-    st = (a(state.q.nodes).copy(), a(state.q.rotations).copy(), a(state.v.nodes).copy(),
-          a(state.v.rotations).copy(), a(state.a.nodes).copy(), a(state.a.rotations).copy(),
-          a(state.aux[..., 0]).copy())
+    )
+    topo_arrays = (
+        i32(topo.elements, 4),
+        np.asarray(topo.ground, np.int64),
+        i32(topo.sliders, 2),
+        np.asarray(topo.fixed_rotations, np.int64),
+        np.asarray(topo.driven, np.int64),
+        i32(topo.clearance, 4),
+    )
+    par = (
+        a(pb.EA),
+        a(pb.EI),
+        a(pb.l0),
+        a(pb.offsets),
+        a(pb.mass),
+        a(pb.inertia),
+        a(pb.guides),
+        a(pb.damping),
+        a(pb.gravity),
+        a(pb.crank_speed),
+        a(pb.ramp_time),
+        a(pb.forces),
+        a(pb.torques),
+        a(J.journal_radius),
+        a(J.clearance),
+        a(J.stiffness),
+        a(J.exponent),
+        a(0.75 * (1.0 - e * e)),
+        a(J.friction_coefficient),
+        a(J.v0),
+        a(J.v1),
+    )
+    st = (
+        a(state.q.nodes).copy(),
+        a(state.q.rotations).copy(),
+        a(state.v.nodes).copy(),
+        a(state.v.rotations).copy(),
+        a(state.a.nodes).copy(),
+        a(state.a.rotations).copy(),
+        a(state.aux[..., 0]).copy(),
+    )
     return topo_arrays, par, st
 
 
@@ -204,10 +261,48 @@ if numba is not None:
     _rot = njit(cache=False, inline="always")(_rotate_np)
 
     @njit(cache=False)
-    def _accel_full(j, t, el, ground, sliders, fixed, driven, cl,
-                    EA, EI, l0, off, mass, inertia, guides, damping, gravity, omega, ramp, forces, torques,
-                    RJ, clr, K, expo, chi, mu, v0, v1,
-                    qn, qr, vn, vr, an, ar, mem, F, T, fa, Mab):
+    def _accel_full(
+        j,
+        t,
+        el,
+        ground,
+        sliders,
+        fixed,
+        driven,
+        cl,
+        EA,
+        EI,
+        l0,
+        off,
+        mass,
+        inertia,
+        guides,
+        damping,
+        gravity,
+        omega,
+        ramp,
+        forces,
+        torques,
+        RJ,
+        clr,
+        K,
+        expo,
+        chi,
+        mu,
+        v0,
+        v1,
+        qn,
+        qr,
+        vn,
+        vr,
+        an,
+        ar,
+        mem,
+        F,
+        T,
+        fa,
+        Mab,
+    ):
         """Accelerations of variant j into an, ar (fpm.accelerations: the elements by the reversed
         rigid-body motion, external loads and damping, the clearance joints, the constraints);
         returns the largest |clearance-joint force| of this evaluation."""
@@ -274,7 +369,7 @@ if numba is not None:
             nx, ny = c * nlx - s * nly, s * nlx + c * nly
             tx, ty = -ny, nx
             dbx, dby = c * pblx - s * pbly, s * pblx + c * pbly  # p_b − r_b
-            djx, djy = RJ[j, q] * nx, RJ[j, q] * ny              # p_j − r_j
+            djx, djy = RJ[j, q] * nx, RJ[j, q] * ny  # p_j − r_j
             wb, wj = vr[rb], vr[rj]
             vpbx, vpby = vn[nb, 0] + wb * (-dby), vn[nb, 1] + wb * dbx
             vpjx, vpjy = vn[nj, 0] + wj * (-djy), vn[nj, 1] + wj * djx
@@ -328,12 +423,56 @@ if numba is not None:
         return peak
 
     @njit(cache=False)
-    def _run_one(j, n_steps, h, el, ground, sliders, fixed, driven, cl,
-                 EA, EI, l0, off, mass, inertia, guides, damping, gravity, omega, ramp, forces, torques,
-                 RJ, clr, K, expo, chi, mu, v0, v1, QN, QR, VN, VR, AN, AR, MEM, PEAK):
+    def _run_one(
+        j,
+        n_steps,
+        h,
+        el,
+        ground,
+        sliders,
+        fixed,
+        driven,
+        cl,
+        EA,
+        EI,
+        l0,
+        off,
+        mass,
+        inertia,
+        guides,
+        damping,
+        gravity,
+        omega,
+        ramp,
+        forces,
+        torques,
+        RJ,
+        clr,
+        K,
+        expo,
+        chi,
+        mu,
+        v0,
+        v1,
+        QN,
+        QR,
+        VN,
+        VR,
+        AN,
+        AR,
+        MEM,
+        PEAK,
+    ):
         """n_steps leapfrog steps of variant j, its state updated in place."""
-        qn, qr, vn, vr, an, ar, mem = (QN[j].copy(), QR[j].copy(), VN[j].copy(), VR[j].copy(),
-                                       AN[j].copy(), AR[j].copy(), MEM[j].copy())
+        qn, qr, vn, vr, an, ar, mem = (
+            QN[j].copy(),
+            QR[j].copy(),
+            VN[j].copy(),
+            VR[j].copy(),
+            AN[j].copy(),
+            AR[j].copy(),
+            MEM[j].copy(),
+        )
         nN, nR, nE = qn.shape[0], qr.shape[0], el.shape[0]
         F = np.empty((nN, 2))
         T = np.empty(nR)
@@ -350,10 +489,48 @@ if numba is not None:
                 vr[r] += 0.5 * h * ar[r]
                 qr[r, 0], qr[r, 1] = _rot(qr[r, 0], qr[r, 1], vr[r] * h)
             t = float(i + 1) * h
-            f = _accel_full(j, t, el, ground, sliders, fixed, driven, cl,
-                            EA, EI, l0, off, mass, inertia, guides, damping, gravity, omega, ramp, forces,
-                            torques, RJ, clr, K, expo, chi, mu, v0, v1, qn, qr, vn, vr, an, ar, mem, F, T, fa,
-                            Mab)
+            f = _accel_full(
+                j,
+                t,
+                el,
+                ground,
+                sliders,
+                fixed,
+                driven,
+                cl,
+                EA,
+                EI,
+                l0,
+                off,
+                mass,
+                inertia,
+                guides,
+                damping,
+                gravity,
+                omega,
+                ramp,
+                forces,
+                torques,
+                RJ,
+                clr,
+                K,
+                expo,
+                chi,
+                mu,
+                v0,
+                v1,
+                qn,
+                qr,
+                vn,
+                vr,
+                an,
+                ar,
+                mem,
+                F,
+                T,
+                fa,
+                Mab,
+            )
             for k in range(nN):  # second half kick
                 vn[k, 0] += 0.5 * h * an[k, 0]
                 vn[k, 1] += 0.5 * h * an[k, 1]
@@ -408,10 +585,12 @@ def setup(name, b_max, quick):
     n_pre = int(round((0.3e-3 if quick else T_PRE) / dt))
     t0 = time.perf_counter()
     s, pb0, n_pre = pre_roll(lay.topology, pb, dt, n_pre)
-    print(f"\n#### {name}: {lay.topology.n_rotations} particles, {lay.topology.n_nodes} nodes, "
-          f"{len(lay.topology.elements)} elements; dt = {dt:.4e} s (half the element bound); "
-          f"pre-roll {n_pre} steps ({n_pre * dt * 1e3:.2f} ms, ramp {RAMP * 1e3:g} ms to {RPM:g} rpm) "
-          f"of {b_max} variants by jaxclear in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"\n#### {name}: {lay.topology.n_rotations} particles, {lay.topology.n_nodes} nodes, "
+        f"{len(lay.topology.elements)} elements; dt = {dt:.4e} s (half the element bound); "
+        f"pre-roll {n_pre} steps ({n_pre * dt * 1e3:.2f} ms, ramp {RAMP * 1e3:g} ms to {RPM:g} rpm) "
+        f"of {b_max} variants by jaxclear in {time.perf_counter() - t0:.1f} s"
+    )
     return lay, dt, s, pb0
 
 
@@ -427,16 +606,25 @@ def check(lay, dt, s, pb, n_steps, rtol, rtol_acc, have_numba):
     sj, pkj = f(pb, s)
     jax.block_until_ready(sj)
     mem = np.asarray(sj.aux[..., 0])
-    print(f"== agreement over {n_steps} steps from the pre-rolled state ({b} variants; jaxclear peak "
-          f"|F| {np.min(pkj):.4g}–{np.max(pkj):.4g} N; in contact at the end: {int(np.sum(mem > 0))}/{b}) ==")
+    print(
+        f"== agreement over {n_steps} steps from the pre-rolled state ({b} variants; jaxclear peak "
+        f"|F| {np.min(pkj):.4g}–{np.max(pkj):.4g} N; in contact at the end: {int(np.sum(mem > 0))}/{b}) =="
+    )
     if not have_numba:
         return True, {}
     args = numba_args(lay.topology, pb, s)
     t0 = time.perf_counter()
     st, pkn = run_numba(numba_serial, n_steps, dt, args)
     t_first = time.perf_counter() - t0
-    names = ("nodes", "rotations", "node velocities", "rotation rates", "node accelerations",
-             "rotation accelerations", "impact memory")
+    names = (
+        "nodes",
+        "rotations",
+        "node velocities",
+        "rotation rates",
+        "node accelerations",
+        "rotation accelerations",
+        "impact memory",
+    )
     ref = (sj.q.nodes, sj.q.rotations, sj.v.nodes, sj.v.rotations, sj.a.nodes, sj.a.rotations, mem)
     diffs = {nm: _rel(r, x) for nm, r, x in zip(names, ref, st)}
     diffs["peak contact force"] = _rel(pkj, pkn)
@@ -449,8 +637,10 @@ def check(lay, dt, s, pb, n_steps, rtol, rtol_acc, have_numba):
     worst = max(v for k, v in diffs.items() if "prange" not in k and "accelerations" not in k)
     worst_a = max(v for k, v in diffs.items() if "accelerations" in k)
     ok = worst <= rtol and worst_a <= rtol_acc
-    print(f"  worst {worst:.2e} (tolerance {rtol:g}), accelerations {worst_a:.2e} (tolerance {rtol_acc:g}): "
-          f"{'OK' if ok else 'FAILED'}; Numba first call (compile + run) {t_first:.1f} s")
+    print(
+        f"  worst {worst:.2e} (tolerance {rtol:g}), accelerations {worst_a:.2e} (tolerance {rtol_acc:g}): "
+        f"{'OK' if ok else 'FAILED'}; Numba first call (compile + run) {t_first:.1f} s"
+    )
     return ok, diffs
 
 
@@ -473,10 +663,14 @@ def contact_fraction(lay, dt, s, pb, n_steps):
 def measure(lay, dt, s, pb, sizes, n_steps, repeats, have_numba):
     n_part = lay.topology.n_rotations
     rows = []
-    print(f"== throughput, float64, leapfrog, {n_steps} steps per run, best/median of {repeats} "
-          f"(Numba threads for prange: {numba.get_num_threads() if have_numba else '—'}) ==")
-    print(f"{'B':>5} {'compile':>8} {'jaxclear v-st/s':>16} {'particle-st/s':>14} {'Numba 1 thr':>12} "
-          f"{'Numba prange':>13} {'jax/Numba':>10} {'jax/prange':>11} {'ns/v-step jax':>13}")
+    print(
+        f"== throughput, float64, leapfrog, {n_steps} steps per run, best/median of {repeats} "
+        f"(Numba threads for prange: {numba.get_num_threads() if have_numba else '—'}) =="
+    )
+    print(
+        f"{'B':>5} {'compile':>8} {'jaxclear v-st/s':>16} {'particle-st/s':>14} {'Numba 1 thr':>12} "
+        f"{'Numba prange':>13} {'jax/Numba':>10} {'jax/prange':>11} {'ns/v-step jax':>13}"
+    )
     for b in sizes:
         sb, pbb = take(s, b), take(pb, b)
         f = make_jax(lay.topology, dt, n_steps)
@@ -495,17 +689,30 @@ def measure(lay, dt, s, pb, sizes, n_steps, repeats, have_numba):
             tn, tnm = timings(lambda: run_numba(numba_serial, n_steps, dt, args), repeats)
             tp, tpm = timings(lambda: run_numba(numba_prange, n_steps, dt, args), repeats)
             rn, rp = b * n_steps / tn, b * n_steps / tp
-        row = dict(B=b, compile_s=tc, jax_best_s=tj, jax_median_s=tjm, jax_variant_steps_per_s=rj,
-                   jax_particle_steps_per_s=rj * n_part, numba_best_s=tn, numba_median_s=tnm,
-                   numba_variant_steps_per_s=rn, prange_best_s=tp, prange_median_s=tpm,
-                   prange_variant_steps_per_s=rp, jax_over_numba=(rj / rn if rn else None),
-                   jax_over_prange=(rj / rp if rp else None),
-                   jax_over_numba_median=(tnm / tjm if tnm else None))
+        row = dict(
+            B=b,
+            compile_s=tc,
+            jax_best_s=tj,
+            jax_median_s=tjm,
+            jax_variant_steps_per_s=rj,
+            jax_particle_steps_per_s=rj * n_part,
+            numba_best_s=tn,
+            numba_median_s=tnm,
+            numba_variant_steps_per_s=rn,
+            prange_best_s=tp,
+            prange_median_s=tpm,
+            prange_variant_steps_per_s=rp,
+            jax_over_numba=(rj / rn if rn else None),
+            jax_over_prange=(rj / rp if rp else None),
+            jax_over_numba_median=(tnm / tjm if tnm else None),
+        )
         rows.append(row)
         fm = lambda x: "—" if x is None else f"{x:.3e}"
         fr = lambda x: "—" if x is None else f"{x:.3f}"
-        print(f"{b:5d} {tc:7.1f}s {rj:16.3e} {rj * n_part:14.3e} {fm(rn):>12} {fm(rp):>13} "
-              f"{fr(row['jax_over_numba']):>10} {fr(row['jax_over_prange']):>11} {1e9 / rj:13.1f}")
+        print(
+            f"{b:5d} {tc:7.1f}s {rj:16.3e} {rj * n_part:14.3e} {fm(rn):>12} {fm(rp):>13} "
+            f"{fr(row['jax_over_numba']):>10} {fr(row['jax_over_prange']):>11} {1e9 / rj:13.1f}"
+        )
     return rows
 
 
@@ -514,7 +721,9 @@ def hlo_profile(comp):
     """Ops of one time step (the innermost while body of the optimised HLO, fusions opened) by
     the integrate.STAGES name in their op_name metadata; kernels = top-level instructions."""
     comps = _computations(comp.as_text())
-    bodies = {m.group(1) for ls in comps.values() for l in ls for m in [re.search(r" while\(.*body=%([\w.\-]+)", l)] if m}
+    bodies = {
+        m.group(1) for ls in comps.values() for l in ls for m in [re.search(r" while\(.*body=%([\w.\-]+)", l)] if m
+    }
     inner = [b for b in bodies if b in comps and not any(" while(" in l for l in comps[b])]
     if not inner:
         return None
@@ -536,13 +745,17 @@ def hlo_profile(comp):
     by["(other)"] = 0
     kinds = {}
     for l in ops:
-        st = next((s for s in integrate.STAGES if f"/{s}/" in l or f"/{s}\"" in l), "(other)")
+        st = next((s for s in integrate.STAGES if f"/{s}/" in l or f'/{s}"' in l), "(other)")
         by[st] += 1
         k = re.search(r"= \S+ ([\w\-]+)\(", l)
         k = k.group(1) if k else "?"
         kinds[k] = kinds.get(k, 0) + 1
-    return dict(kernels=len(top), ops=len(ops), by_stage={k: v for k, v in by.items() if v},
-                top_ops=dict(sorted(kinds.items(), key=lambda kv: -kv[1])[:12]))
+    return dict(
+        kernels=len(top),
+        ops=len(ops),
+        by_stage={k: v for k, v in by.items() if v},
+        top_ops=dict(sorted(kinds.items(), key=lambda kv: -kv[1])[:12]),
+    )
 
 
 def where_time_goes(lay, dt, s, pb, b, n_steps, repeats):
@@ -554,8 +767,10 @@ def where_time_goes(lay, dt, s, pb, b, n_steps, repeats):
     h = hlo_profile(comp)
     print(f"== where the time goes (jaxclear, B = {b}) ==")
     if h:
-        print(f"  one step: {h['kernels']} top-level HLO instructions (kernels), {h['ops']} ops inside; by stage: "
-              + ", ".join(f"{k} {v}" for k, v in h["by_stage"].items()))
+        print(
+            f"  one step: {h['kernels']} top-level HLO instructions (kernels), {h['ops']} ops inside; by stage: "
+            + ", ".join(f"{k} {v}" for k, v in h["by_stage"].items())
+        )
         print("  most frequent ops: " + ", ".join(f"{k} {v}" for k, v in h["top_ops"].items()))
     free = pbb._replace(joint=pbb.joint._replace(clearance=jnp.full_like(pbb.joint.clearance, 5e-3)))
     sf = sb._replace(aux=jnp.zeros_like(sb.aux))
@@ -563,14 +778,18 @@ def where_time_goes(lay, dt, s, pb, b, n_steps, repeats):
     tf, _ = timings(lambda: jax.block_until_ready(comp(free, sf)), repeats)
     tc, _ = timings(lambda: jax.block_until_ready(comp(pbb, sb)), repeats)
     out = dict(B=b, hlo=h, ns_per_vstep=1e9 * tc / (b * n_steps), ns_per_vstep_no_contact=1e9 * tf / (b * n_steps))
-    line = (f"  jaxclear ns/variant-step: {out['ns_per_vstep']:.1f} with contact, "
-            f"{out['ns_per_vstep_no_contact']:.1f} with the journal never touching (selects: the same work)")
+    line = (
+        f"  jaxclear ns/variant-step: {out['ns_per_vstep']:.1f} with contact, "
+        f"{out['ns_per_vstep_no_contact']:.1f} with the journal never touching (selects: the same work)"
+    )
     if numba is not None:
         a1, a2 = numba_args(lay.topology, pbb, sb), numba_args(lay.topology, free, sf)
         t1, _ = timings(lambda: run_numba(numba_serial, n_steps, dt, a1), repeats)
         t2, _ = timings(lambda: run_numba(numba_serial, n_steps, dt, a2), repeats)
         out.update(numba_ns=1e9 * t1 / (b * n_steps), numba_ns_no_contact=1e9 * t2 / (b * n_steps))
-        line += f"; Numba 1 thread {out['numba_ns']:.1f} / {out['numba_ns_no_contact']:.1f} (the branch skips the joint)"
+        line += (
+            f"; Numba 1 thread {out['numba_ns']:.1f} / {out['numba_ns_no_contact']:.1f} (the branch skips the joint)"
+        )
     print(line)
     return out
 
@@ -580,6 +799,7 @@ def cost_vs_hand(b, t_end, repeats):
     """The same simulated time, stiff FPM slider-crank (dt = half its element bound) against
     mechanisms.slider_crank (dt = 1 µs): both jit(vmap), from rest, 1000 rpm over 5 ms."""
     from jaxclear.mechanisms import slider_crank as sc
+
     c, e, mu = variants(b, seed=1)
     build = lambda c_, e_, m_: slider_crank(c_, e_, m_, rpm=1000.0, ramp=0.005)
     lay, p1 = build(0.5e-3, 0.9, 0.01)
@@ -597,9 +817,11 @@ def cost_vs_hand(b, t_end, repeats):
 
     n_sc = int(round(t_end / 1e-6))
     cfg = sc.Config(dt=1e-6, n_saves=n_sc // 100, save_every=100, outputs=(), scheme="leapfrog")
-    psc = jax.vmap(lambda c_, e_, m_: sc.benchmark_params(clearance=c_, restitution=e_, friction_coefficient=m_,
-                                                          crank_speed_rpm=1000.0, ramp_time=0.005))(
-        jnp.asarray(c), jnp.asarray(e), jnp.asarray(mu))
+    psc = jax.vmap(
+        lambda c_, e_, m_: sc.benchmark_params(
+            clearance=c_, restitution=e_, friction_coefficient=m_, crank_speed_rpm=1000.0, ramp_time=0.005
+        )
+    )(jnp.asarray(c), jnp.asarray(e), jnp.asarray(mu))
     f_fpm = jax.jit(jax.vmap(sim_fpm)).lower(pb).compile()
     f_sc = jax.jit(jax.vmap(lambda p: sc.simulate(cfg, p).acc.peak_force[0])).lower(psc).compile()
     pk_f = np.asarray(f_fpm(pb))
@@ -608,16 +830,34 @@ def cost_vs_hand(b, t_end, repeats):
     ts, tsm = timings(lambda: jax.block_until_ready(f_sc(psc)), repeats)
     hit = pk_s > 0  # variants with a contact in the window
     dev = np.abs(pk_f[hit] / pk_s[hit] - 1.0) if hit.any() else np.array([np.nan])
-    print(f"\n== stiff FPM slider-crank vs the hand-derived slider_crank: {t_end * 1e3:g} ms simulated, B = {b}, "
-          f"from rest, 1000 rpm over 5 ms, leapfrog, best of {repeats} ==")
-    print(f"  FPM: dt = {dt:.3e} s, {n_fpm} steps, {tf:.2f} s (median {tfm:.2f}); hand-derived: dt = 1e-6 s, "
-          f"{n_sc} steps, {ts:.3f} s (median {tsm:.3f}); FPM/hand-derived wall time {tf / ts:.0f}× "
-          f"(steps {n_fpm / n_sc:.0f}×, per step {tf / n_fpm / (ts / n_sc):.1f}×)")
-    print(f"  peak contact force ({int(hit.sum())}/{b} variants in contact) FPM/hand-derived − 1: median {np.median(dev):.2%}, max {np.max(dev):.2%} "
-          f"(hand-derived peaks {pk_s.min():.0f}–{pk_s.max():.0f} N)")
-    return dict(B=b, t_end_s=t_end, fpm_dt=dt, fpm_steps=n_fpm, fpm_s=tf, fpm_median_s=tfm, hand_dt=1e-6,
-                hand_steps=n_sc, hand_s=ts, hand_median_s=tsm, ratio=tf / ts,
-                peak_dev_median=float(np.median(dev)), peak_dev_max=float(np.max(dev)))
+    print(
+        f"\n== stiff FPM slider-crank vs the hand-derived slider_crank: {t_end * 1e3:g} ms simulated, B = {b}, "
+        f"from rest, 1000 rpm over 5 ms, leapfrog, best of {repeats} =="
+    )
+    print(
+        f"  FPM: dt = {dt:.3e} s, {n_fpm} steps, {tf:.2f} s (median {tfm:.2f}); hand-derived: dt = 1e-6 s, "
+        f"{n_sc} steps, {ts:.3f} s (median {tsm:.3f}); FPM/hand-derived wall time {tf / ts:.0f}× "
+        f"(steps {n_fpm / n_sc:.0f}×, per step {tf / n_fpm / (ts / n_sc):.1f}×)"
+    )
+    print(
+        f"  peak contact force ({int(hit.sum())}/{b} variants in contact) FPM/hand-derived − 1: median {np.median(dev):.2%}, max {np.max(dev):.2%} "
+        f"(hand-derived peaks {pk_s.min():.0f}–{pk_s.max():.0f} N)"
+    )
+    return dict(
+        B=b,
+        t_end_s=t_end,
+        fpm_dt=dt,
+        fpm_steps=n_fpm,
+        fpm_s=tf,
+        fpm_median_s=tfm,
+        hand_dt=1e-6,
+        hand_steps=n_sc,
+        hand_s=ts,
+        hand_median_s=tsm,
+        ratio=tf / ts,
+        peak_dev_median=float(np.median(dev)),
+        peak_dev_max=float(np.max(dev)),
+    )
 
 
 # ----------------------------------------------------------------------------- main
@@ -631,10 +871,18 @@ def main(argv=None):
     ap.add_argument("--mechanisms", default=None, help="comma list of slider_crank,four_bar (default both)")
     ap.add_argument("--cost-ms", type=float, default=None, help="simulated time of part 2 [ms] (default 10)")
     ap.add_argument("--cost-batch", type=int, default=64, help="B of part 2")
-    ap.add_argument("--rtol", type=float, default=1e-8,
-                    help="agreement tolerance of state and peak (relative; impacts amplify round-off over the steps)")
-    ap.add_argument("--rtol-acc", type=float, default=1e-4,
-                    help="agreement tolerance of the accelerations (stiff elements amplify round-off)")
+    ap.add_argument(
+        "--rtol",
+        type=float,
+        default=1e-8,
+        help="agreement tolerance of state and peak (relative; impacts amplify round-off over the steps)",
+    )
+    ap.add_argument(
+        "--rtol-acc",
+        type=float,
+        default=1e-4,
+        help="agreement tolerance of the accelerations (stiff elements amplify round-off)",
+    )
     ap.add_argument("--no-numba", action="store_true")
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
@@ -647,13 +895,27 @@ def main(argv=None):
     cost_ms = a.cost_ms if a.cost_ms is not None else (2.0 if quick else 10.0)
     have_numba = numba is not None and not a.no_numba
     print("jaxclear FPM benchmark: " + " ".join(sys.argv))
-    print(f"{time.strftime('%Y-%m-%d %H:%M')}; python {platform.python_version()}, jax {jax.__version__} on "
-          f"{jax.devices()[0].platform}, numba {numba.__version__ if numba else 'not installed'}; "
-          f"{os.cpu_count()} CPU cores; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M')}; python {platform.python_version()}, jax {jax.__version__} on "
+        f"{jax.devices()[0].platform}, numba {numba.__version__ if numba else 'not installed'}; "
+        f"{os.cpu_count()} CPU cores; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     t_start = time.perf_counter()
-    out, ok_all = dict(meta=dict(argv=sys.argv, date=time.strftime('%Y-%m-%d %H:%M'),
-                                 load=os.getloadavg(), cpu_count=os.cpu_count(), sizes=sizes, steps=steps,
-                                 repeats=repeats), mechanisms={}), True
+    out, ok_all = (
+        dict(
+            meta=dict(
+                argv=sys.argv,
+                date=time.strftime("%Y-%m-%d %H:%M"),
+                load=os.getloadavg(),
+                cpu_count=os.cpu_count(),
+                sizes=sizes,
+                steps=steps,
+                repeats=repeats,
+            ),
+            mechanisms={},
+        ),
+        True,
+    )
     for name in mechs:
         lay, dt, s, pb = setup(name, max(sizes), quick)
         ok, diffs = check(lay, dt, s, pb, check_steps, a.rtol, a.rtol_acc, have_numba)
@@ -663,17 +925,28 @@ def main(argv=None):
             print(f"  share of variant-steps in contact over the timed window (64 variants): {frac:.2f}")
         rows = measure(lay, dt, s, pb, sizes, steps, repeats, have_numba)
         prof = where_time_goes(lay, dt, s, pb, max(sizes), steps, repeats)
-        out["mechanisms"][name] = dict(dt=dt, particles=lay.topology.n_rotations, nodes=lay.topology.n_nodes,
-                                       elements=len(lay.topology.elements), agreement=diffs, contact_share=frac,
-                                       rates=rows, profile=prof)
+        out["mechanisms"][name] = dict(
+            dt=dt,
+            particles=lay.topology.n_rotations,
+            nodes=lay.topology.n_nodes,
+            elements=len(lay.topology.elements),
+            agreement=diffs,
+            contact_share=frac,
+            rates=rows,
+            profile=prof,
+        )
         tr = rows[-1]
         if tr["jax_over_numba"] is not None:
-            print(f"  target at B = {tr['B']}: jaxclear ≥ Numba 1 thread: ratio {tr['jax_over_numba']:.3f} "
-                  f"-> {'met' if tr['jax_over_numba'] >= 1 else 'NOT met'}")
+            print(
+                f"  target at B = {tr['B']}: jaxclear ≥ Numba 1 thread: ratio {tr['jax_over_numba']:.3f} "
+                f"-> {'met' if tr['jax_over_numba'] >= 1 else 'NOT met'}"
+            )
     if cost_ms > 0:
         out["fpm_vs_hand"] = cost_vs_hand(a.cost_batch, cost_ms * 1e-3, repeats)
-    print(f"\ntotal {time.perf_counter() - t_start:.0f} s; agreement {'OK' if ok_all else 'FAILED'}; "
-          f"load average now {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"\ntotal {time.perf_counter() - t_start:.0f} s; agreement {'OK' if ok_all else 'FAILED'}; "
+        f"load average now {', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(out, fh, indent=2, default=float)

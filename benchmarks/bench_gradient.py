@@ -61,8 +61,10 @@ def main():
             f, x0 = model(se * se, se, ck)
             m = jax.jit(jax.jacrev(f)).lower(x0).compile().memory_analysis()
             row.append(getattr(m, "temp_size_in_bytes", float("nan")) if m is not None else float("nan"))
-        print(f"  {se * se:>8d} steps: plain {row[0] / 2**20:9.2f} MiB   checkpointed (blocks of {se}) "
-              f"{row[1] / 2**20:7.2f} MiB   ratio {row[0] / row[1]:.1f}")
+        print(
+            f"  {se * se:>8d} steps: plain {row[0] / 2**20:9.2f} MiB   checkpointed (blocks of {se}) "
+            f"{row[1] / 2**20:7.2f} MiB   ratio {row[0] / row[1]:.1f}"
+        )
 
 
 if __name__ == "__main__":

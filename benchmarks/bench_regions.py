@@ -38,10 +38,12 @@ from jaxclear import contact, joints, laws  # noqa: E402
 
 def whole_steps(b, steps, repeats):
     pj = lambda k: joints.JointConfig(geometry="points", n_points=72, refine=True, max_regions=k)
-    cases = [("circle (analytic)", bsc.jax_config(steps), 0),
-             ("72 points, 1 slot (detect_deepest)", bsc.jax_config(steps, joint=pj(1)), 72),
-             ("72 points, 2 slots (detect)", bsc.jax_config(steps, joint=pj(2)), 72),
-             ("72 points, 4 slots (detect)", bsc.jax_config(steps, joint=pj(4)), 72)]
+    cases = [
+        ("circle (analytic)", bsc.jax_config(steps), 0),
+        ("72 points, 1 slot (detect_deepest)", bsc.jax_config(steps, joint=pj(1)), 72),
+        ("72 points, 2 slots (detect)", bsc.jax_config(steps, joint=pj(2)), 72),
+        ("72 points, 4 slots (detect)", bsc.jax_config(steps, joint=pj(4)), 72),
+    ]
     c, e, mu = bsc.variants(b)
     runs = []
     for name, cfg, pts in cases:
@@ -60,18 +62,25 @@ def whole_steps(b, steps, repeats):
     out = []
     for r in runs:
         h = bsc._hlo_counts(r["comp"])
-        row = dict(case=r["case"], rate=b * steps / r["t"], ns=1e9 * r["t"] / (b * steps),
-                   cost_over_circle=r["t"] / base, compile_s=r["compile_s"], **h)
+        row = dict(
+            case=r["case"],
+            rate=b * steps / r["t"],
+            ns=1e9 * r["t"] / (b * steps),
+            cost_over_circle=r["t"] / base,
+            compile_s=r["compile_s"],
+            **h,
+        )
         out.append(row)
-        print(f"{row['case']:<36} {row['rate']:16.3e} {row['ns']:9.1f} {row['cost_over_circle']:12.2f} "
-              f"{h['ops']:12d}")
+        print(f"{row['case']:<36} {row['rate']:16.3e} {row['ns']:9.1f} {row['cost_over_circle']:12.2f} {h['ops']:12d}")
     return out, bsc.jax_params(c, e, mu, points=72)
 
 
 def _timed_loop(fn, args, inner, repeats):
     """Best time per call of ``fn(*args, i)`` inside a fori_loop of ``inner`` iterations."""
+
     def body(i, acc):
         return acc + fn(*args, i)
+
     f = jax.jit(lambda *a: jax.lax.fori_loop(0, inner, body, jnp.zeros((), jnp.float64)))
     jax.block_until_ready(f(*args))
     best = math.inf
@@ -106,12 +115,14 @@ def pieces(p, inner, repeats):
         def one(q, c, R, m):
             r, w = contact.detect_deepest_words(q, c, R, True)
             return jnp.sum(contact.deepest_impact_memory(r, m, r.depth, words=w)[0])
+
         return jnp.sum(jax.vmap(one)(pts, centre(i), rj, mem1))
 
     def full(k):
         def f(pts, rj, i):
             r = jax.vmap(lambda q, c, R: contact.detect(q, c, R, k, refine=True))(pts, centre(i), rj)
             return jnp.sum(r.depth)
+
         return f
 
     def full_mem(k):
@@ -119,7 +130,9 @@ def pieces(p, inner, repeats):
             def one(q, c, R, m):
                 r = contact.detect(q, c, R, k, refine=True)
                 return jnp.sum(contact.region_impact_memory(r, m > 0, m, r.depth)[0])
+
             return jnp.sum(jax.vmap(one)(pts, centre(i), rj, memN))
+
         return f
 
     def labels_only(pts, rj, i):
@@ -127,23 +140,38 @@ def pieces(p, inner, repeats):
             m = (q[:, 0] - c[0]) ** 2 + (q[:, 1] - c[1]) ** 2 < R * R
             lab, n = contact._region_labels(m)
             return jnp.sum(lab) + n
+
         return jnp.sum(jax.vmap(one)(pts, centre(i), rj)).astype(jnp.float64)
 
     def law(k):
         def f(pts, rj, i):
             d = jnp.abs(pts[:, :k, 0]) * 1e-3 * (1.0 + 1e-3 * i)  # (B, k) positive depths
             v = pts[:, :k, 1] * (1.0 + 1e-3 * i)
-            fn = laws.normal_force("lankarani_nikravesh", d, v, jnp.abs(v) + 1e-3, p.joint.stiffness[:, None],
-                                   exponent=1.5, restitution=0.9, damping=0.0)
+            fn = laws.normal_force(
+                "lankarani_nikravesh",
+                d,
+                v,
+                jnp.abs(v) + 1e-3,
+                p.joint.stiffness[:, None],
+                exponent=1.5,
+                restitution=0.9,
+                damping=0.0,
+            )
             ft = laws.friction_force("ambrosio", v, fn, 0.01, 1e-4, 1e-3)
             return jnp.sum(fn + ft)
+
         return f
 
-    cases = [("detect_deepest (1 slot)", deepest), ("detect_deepest + words memory", deepest_mem),
-             ("detect, 1 slot", full(1)), ("detect, 4 slots", full(4)),
-             ("detect + region memory, 4 slots", full_mem(4)),
-             ("region labels only (mask, prefix count)", labels_only),
-             ("laws (LN + ambrosio), 1 slot", law(1)), ("laws (LN + ambrosio), 4 slots", law(4))]
+    cases = [
+        ("detect_deepest (1 slot)", deepest),
+        ("detect_deepest + words memory", deepest_mem),
+        ("detect, 1 slot", full(1)),
+        ("detect, 4 slots", full(4)),
+        ("detect + region memory, 4 slots", full_mem(4)),
+        ("region labels only (mask, prefix count)", labels_only),
+        ("laws (LN + ambrosio), 1 slot", law(1)),
+        ("laws (LN + ambrosio), 4 slots", law(4)),
+    ]
     print(f"\n== pieces alone, B = {b}, {inner} iterations in one fori_loop, best of {repeats} ==")
     out = []
     for name, fn in cases:
@@ -168,9 +196,11 @@ def main(argv=None):
         res["pieces"] = pieces(p, a.inner, a.repeats)
     bound = contact.region_bound(np.asarray(p.joint.points), np.asarray(p.joint.journal_radius))
     res["auto"] = dict(slots=bound.slots, reason=bound.reason(72))
-    print(f"\nprofile.max_regions = \"auto\" on these {a.b} bench profiles: {bound.reason(72)}")
+    print(f'\nprofile.max_regions = "auto" on these {a.b} bench profiles: {bound.reason(72)}')
     r4 = next(r for r in rows if r["case"].startswith("72 points, 4"))
-    print(f"4 slots / circle = {r4['cost_over_circle']:.2f} (target <= 6: {'met' if r4['cost_over_circle'] <= 6 else 'NOT met'})")
+    print(
+        f"4 slots / circle = {r4['cost_over_circle']:.2f} (target <= 6: {'met' if r4['cost_over_circle'] <= 6 else 'NOT met'})"
+    )
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=2))
     return 0

@@ -66,9 +66,9 @@ E_MOD, NU = 207e9, 0.3
 V0, V1 = 1e-4, 1e-3
 RPM = 5000.0
 OMEGA = RPM * 2.0 * math.pi / 60.0
-DDM_FLOOR = 1e-4        # impact velocity captured at onset is floored (joints: laws.IMPACT_VELOCITY_FLOOR)
-V_FLOOR = 1e-4          # floor on |δ̇⁻| inside the law (laws.IMPACT_VELOCITY_FLOOR)
-E_FLOOR = 1e-6          # restitution clip (laws.RESTITUTION_FLOOR)
+DDM_FLOOR = 1e-4  # impact velocity captured at onset is floored (joints: laws.IMPACT_VELOCITY_FLOOR)
+V_FLOOR = 1e-4  # floor on |δ̇⁻| inside the law (laws.IMPACT_VELOCITY_FLOOR)
+E_FLOOR = 1e-6  # restitution clip (laws.RESTITUTION_FLOOR)
 assert DDM_FLOOR == V_FLOOR == laws.IMPACT_VELOCITY_FLOOR
 assert E_FLOOR == laws.RESTITUTION_FLOOR
 
@@ -125,8 +125,8 @@ def _accel_np(xp, ct, st, cu, su, x3, w, w2, v3, mem, prev, clr, k, chi, mu):
     tx, ty = -ny, nx
     pjx, pjy = cx + R_JOURNAL * nx, cy + R_JOURNAL * ny
     vpjx, vpjy = vcx - w2 * (pjy - cy), vcy + w2 * (pjx - cx)
-    dd = nx * (vcx - v3) + ny * vcy                     # δ̇ = n·(v_C − v_slider)
-    vt = tx * (vpjx - v3) + ty * vpjy                   # slip of the journal surface point
+    dd = nx * (vcx - v3) + ny * vcy  # δ̇ = n·(v_C − v_slider)
+    vt = tx * (vpjx - v3) + ty * vpjy  # slip of the journal surface point
     started = active & ~prev
     ddm = xp.where(active, xp.where(started, xp.maximum(dd, DDM_FLOOR), mem), 0.0)
     vminus = xp.maximum(xp.abs(ddm), V_FLOOR)
@@ -144,8 +144,16 @@ def _accel_np(xp, ct, st, cu, su, x3, w, w2, v3, mem, prev, clr, k, chi, mu):
 
 def _initial_np(xp, b, dtype):
     one, zero = xp.ones(b, dtype), xp.zeros(b, dtype)
-    return dict(ct=one, st=zero, cu=one, su=zero, x3=(R_CRANK + L_ROD) * one,
-                w=OMEGA * one, w2=(-R_CRANK * OMEGA / L_ROD) * one, v3=zero)
+    return dict(
+        ct=one,
+        st=zero,
+        cu=one,
+        su=zero,
+        x3=(R_CRANK + L_ROD) * one,
+        w=OMEGA * one,
+        w2=(-R_CRANK * OMEGA / L_ROD) * one,
+        v3=zero,
+    )
 
 
 def run_numpy(clearance, restitution, mu, n_steps, dt=1e-6):
@@ -163,11 +171,10 @@ def run_numpy(clearance, restitution, mu, n_steps, dt=1e-6):
     for _ in range(n_steps):
         w2h = w2 + 0.5 * h * aphi
         v3h = v3 + 0.5 * h * ax
-        ct, st = _rotate_np(ct, st, w * h)          # crank: θ̈ = 0, so ẇ½ = w
+        ct, st = _rotate_np(ct, st, w * h)  # crank: θ̈ = 0, so ẇ½ = w
         cu, su = _rotate_np(cu, su, w2h * h)
         x3 = x3 + h * v3h
-        aphi, ax, f, mem, prev = _accel_np(np, ct, st, cu, su, x3, w, w2h, v3h, mem, prev,
-                                           clr, k, chi, mu)
+        aphi, ax, f, mem, prev = _accel_np(np, ct, st, cu, su, x3, w, w2h, v3h, mem, prev, clr, k, chi, mu)
         w2 = w2h + 0.5 * h * aphi
         v3 = v3h + 0.5 * h * ax
         np.maximum(pf, f, out=pf)
@@ -244,8 +251,9 @@ if numba is not None:
             th += h * w
             phi += h * w2h
             x3 += h * v3h
-            aphi, ax, f, mem, prev = _nb_accel(np.cos(th), np.sin(th), np.cos(phi), np.sin(phi),
-                                               x3, w, w2h, v3h, mem, prev, clr, k, chi, mu)
+            aphi, ax, f, mem, prev = _nb_accel(
+                np.cos(th), np.sin(th), np.cos(phi), np.sin(phi), x3, w, w2h, v3h, mem, prev, clr, k, chi, mu
+            )
             w2, v3, pf, pa = _nb_close(w2h, v3h, h, aphi, ax, f, pf, pa)
         return pf, pa
 
@@ -270,8 +278,7 @@ if numba is not None:
             ct, st, cp, sp, x3 = 1.0, 0.0, 1.0, 0.0, R_CRANK + L_ROD
             w, w2, v3 = omega, -R_CRANK * omega / L_ROD, 0.0
             mem, prev = 0.0, False
-            aphi, ax, f, _m, _p = _nb_accel(ct, st, cp, sp, x3, w, w2, v3, mem, prev,
-                                            clr[j], k[j], chi[j], mu[j])
+            aphi, ax, f, _m, _p = _nb_accel(ct, st, cp, sp, x3, w, w2, v3, mem, prev, clr[j], k[j], chi[j], mu[j])
             pf, pa = 0.0, 0.0
             for i in range(n_steps):
                 w2h = w2 + 0.5 * h * aphi
@@ -279,8 +286,9 @@ if numba is not None:
                 ct, st = _nb_rot(ct, st, h * w)
                 cp, sp = _nb_rot(cp, sp, h * w2h)
                 x3 += h * v3h
-                aphi, ax, f, mem, prev = _nb_accel(ct, st, cp, sp, x3, w, w2h, v3h, mem, prev,
-                                                   clr[j], k[j], chi[j], mu[j])
+                aphi, ax, f, mem, prev = _nb_accel(
+                    ct, st, cp, sp, x3, w, w2h, v3h, mem, prev, clr[j], k[j], chi[j], mu[j]
+                )
                 w2, v3, pf, pa = _nb_close(w2h, v3h, h, aphi, ax, f, pf, pa)
             out_f[j] = pf
             out_a[j] = pa
@@ -309,8 +317,9 @@ def make_minimal_jax(n_steps, dt=1e-6):
         b, dtype = clr.shape[0], clr.dtype
         s = _initial_np(jnp, b, dtype)
         mem, prev = jnp.zeros(b, dtype), jnp.zeros(b, bool)
-        aphi, ax, _, _, _ = _accel_np(jnp, s["ct"], s["st"], s["cu"], s["su"], s["x3"], s["w"],
-                                      s["w2"], s["v3"], mem, prev, clr, k, chi, mu)
+        aphi, ax, _, _, _ = _accel_np(
+            jnp, s["ct"], s["st"], s["cu"], s["su"], s["x3"], s["w"], s["w2"], s["v3"], mem, prev, clr, k, chi, mu
+        )
         h = dt
 
         def body(_, c):
@@ -320,14 +329,26 @@ def make_minimal_jax(n_steps, dt=1e-6):
             ct, st = _rotate_np(ct, st, w * h)
             cu, su = _rotate_np(cu, su, w2h * h)
             x3 = x3 + h * v3h
-            aphi, ax, f, mem, prev = _accel_np(jnp, ct, st, cu, su, x3, w, w2h, v3h, mem, prev,
-                                               clr, k, chi, mu)
-            return (ct, st, cu, su, x3, w, w2h + 0.5 * h * aphi, v3h + 0.5 * h * ax, aphi, ax,
-                    mem, prev, jnp.maximum(pf, f), jnp.maximum(pa, jnp.abs(ax)))
+            aphi, ax, f, mem, prev = _accel_np(jnp, ct, st, cu, su, x3, w, w2h, v3h, mem, prev, clr, k, chi, mu)
+            return (
+                ct,
+                st,
+                cu,
+                su,
+                x3,
+                w,
+                w2h + 0.5 * h * aphi,
+                v3h + 0.5 * h * ax,
+                aphi,
+                ax,
+                mem,
+                prev,
+                jnp.maximum(pf, f),
+                jnp.maximum(pa, jnp.abs(ax)),
+            )
 
         z = jnp.zeros(b, dtype)
-        c0 = (s["ct"], s["st"], s["cu"], s["su"], s["x3"], s["w"], s["w2"], s["v3"], aphi, ax,
-              mem, prev, z, z)
+        c0 = (s["ct"], s["st"], s["cu"], s["su"], s["x3"], s["w"], s["w2"], s["v3"], aphi, ax, mem, prev, z, z)
         c = jax.lax.fori_loop(0, n_steps, body, c0)
         return c[-2], c[-1]
 
@@ -349,19 +370,18 @@ def jax_config(n_steps, joint=None, outputs=(), save_every=None):
 
 def jax_params(clearance, restitution, mu, dtype=jnp.float64, points=0):
     """Batched benchmark params; points = N > 0 adds a worn (Fourier) bushing profile of N points."""
+
     def one(c, e, m):
         pts = None
         if points:
             rb = R_JOURNAL + c
             # oval + one-sided wear of amplitude ~ c: r(θ) = R_B + c/2 + 0.3c cos 2θ + 0.2c sin θ
-            pts = profiles.fourier(rb + 0.5 * c, jnp.stack([0.0 * c, 0.3 * c]), jnp.stack([0.2 * c]),
-                                   points)
+            pts = profiles.fourier(rb + 0.5 * c, jnp.stack([0.0 * c, 0.3 * c]), jnp.stack([0.2 * c]), points)
         return sc.benchmark_params(clearance=c, restitution=e, friction_coefficient=m, points=pts)
 
     p = jax.vmap(one)(jnp.asarray(clearance), jnp.asarray(restitution), jnp.asarray(mu))
     if dtype != jnp.float64:
-        p = jax.tree_util.tree_map(
-            lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, p)
+        p = jax.tree_util.tree_map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, p)
     return p
 
 
@@ -400,8 +420,7 @@ def fmt_rate(x):
 # ----------------------------------------------------------------------------- sections
 def check_agreement(steps, rtol, have_numba):
     print(f"\n== 1. Agreement with jaxclear ({steps} steps, dt = 1 µs, 5000 rpm, float64) ==")
-    cases = [(0.5e-3, 0.9, 0.01), (0.1e-3, 0.9, 0.01), (0.02e-3, 0.9, 0.01),
-             (0.02e-3, 0.8, 0.05), (0.25e-3, 0.95, 0.0)]
+    cases = [(0.5e-3, 0.9, 0.01), (0.1e-3, 0.9, 0.01), (0.02e-3, 0.9, 0.01), (0.02e-3, 0.8, 0.05), (0.25e-3, 0.95, 0.0)]
     c, e, mu = (np.array(x) for x in zip(*cases))
     p = jax_params(c, e, mu)
     k_ref, _ = derived(c, e)
@@ -421,8 +440,14 @@ def check_agreement(steps, rtol, have_numba):
     rows = []
     for i in range(len(c)):
         line = f"{c[i] * 1e3:7.3f} {e[i]:5.2f} {mu[i]:5.2f} {impacts[i]:7d} {jf[i]:21.10e} {ja[i]:17.10e}"
-        row = dict(clearance_m=float(c[i]), restitution=float(e[i]), friction=float(mu[i]),
-                   impacts=int(impacts[i]), peak_force_N=float(jf[i]), peak_acc=float(ja[i]))
+        row = dict(
+            clearance_m=float(c[i]),
+            restitution=float(e[i]),
+            friction=float(mu[i]),
+            impacts=int(impacts[i]),
+            peak_force_N=float(jf[i]),
+            peak_acc=float(ja[i]),
+        )
         for name, (f_, a_) in impl.items():
             df = abs(f_[i] - jf[i]) / abs(jf[i])
             da = abs(a_[i] - ja[i]) / abs(ja[i])
@@ -434,12 +459,13 @@ def check_agreement(steps, rtol, have_numba):
         rows.append(row)
     ok = all(v <= rtol for v in worst.values()) and k_rel <= rtol
     for name, v in worst.items():
-        print(f"  worst relative difference {name:>11} vs jaxclear: {v:.2e}  "
-              f"({'OK' if v <= rtol else 'FAIL'}, rtol = {rtol:.0e})")
+        print(
+            f"  worst relative difference {name:>11} vs jaxclear: {v:.2e}  "
+            f"({'OK' if v <= rtol else 'FAIL'}, rtol = {rtol:.0e})"
+        )
     if not have_numba:
         print("  numba not installed: Numba baselines skipped (pip install -e .[bench])")
-    return ok, dict(steps=steps, rtol=rtol, stiffness_rel_diff=k_rel, rows=rows,
-                    worst=worst, ok=ok)
+    return ok, dict(steps=steps, rtol=rtol, stiffness_rel_diff=k_rel, rows=rows, worst=worst, ok=ok)
 
 
 def random_agreement(steps, n, have_numba):
@@ -452,26 +478,32 @@ def random_agreement(steps, n, have_numba):
         impl["numba"] = run_numba(c, e, mu, steps, kernel="angles")
     for name, (f_, a_) in impl.items():
         d = np.maximum(np.abs(f_ - jf) / jf, np.abs(a_ - ja) / ja)
-        out[name] = dict(median=float(np.median(d)), max=float(np.max(d)),
-                         frac_below_1e_9=float(np.mean(d <= 1e-9)))
+        out[name] = dict(median=float(np.median(d)), max=float(np.max(d)), frac_below_1e_9=float(np.mean(d <= 1e-9)))
     imp = np.asarray(res.acc.impacts)[:, 0]
-    print(f"  random sweep variants (n = {n}, {steps} steps, impacts {imp.min()}–{imp.max()}): "
-          + "; ".join(f"{k}: median {v['median']:.1e}, max {v['max']:.1e}, "
-                      f"{100 * v['frac_below_1e_9']:.0f}% ≤ 1e-9" for k, v in out.items()))
+    print(
+        f"  random sweep variants (n = {n}, {steps} steps, impacts {imp.min()}–{imp.max()}): "
+        + "; ".join(
+            f"{k}: median {v['median']:.1e}, max {v['max']:.1e}, {100 * v['frac_below_1e_9']:.0f}% ≤ 1e-9"
+            for k, v in out.items()
+        )
+    )
     return out
 
 
 def measure_rates(sizes, steps, np_steps, repeats, have_numba):
-    print(f"\n== 2. Throughput, circular bushing, float64 (variant-steps/s; jax/numba: {steps} steps, "
-          f"numpy: {np_steps} steps; best of {repeats}) ==")
+    print(
+        f"\n== 2. Throughput, circular bushing, float64 (variant-steps/s; jax/numba: {steps} steps, "
+        f"numpy: {np_steps} steps; best of {repeats}) =="
+    )
     rows = []
     if have_numba:  # warm-up calls compile (already done by the agreement check)
         run_numba(*variants(2), 10, kernel="angles")
         run_numba(*variants(2), 10, kernel="pairs")
-        print("numba compile (first call): " + ", ".join(
-            f"{k} {v:.2f} s" for k, v in NUMBA_FIRST_CALL_S.items()))
-    print(f"{'B':>6} {'compile[s]':>10} {'jaxclear':>10} {'min-JAX':>10} {'numba':>10} {'nb-pairs':>10} "
-          f"{'numpy':>10} {'jax/numba':>10} {'jax/nb-pr':>10} {'jax/numpy':>10} {'ns/vstep jax':>12}")
+        print("numba compile (first call): " + ", ".join(f"{k} {v:.2f} s" for k, v in NUMBA_FIRST_CALL_S.items()))
+    print(
+        f"{'B':>6} {'compile[s]':>10} {'jaxclear':>10} {'min-JAX':>10} {'numba':>10} {'nb-pairs':>10} "
+        f"{'numpy':>10} {'jax/numba':>10} {'jax/nb-pr':>10} {'jax/numpy':>10} {'ns/vstep jax':>12}"
+    )
     for b in sizes:
         c, e, mu = variants(b)
         p = jax_params(c, e, mu)
@@ -489,14 +521,25 @@ def measure_rates(sizes, steps, np_steps, repeats, have_numba):
             r_n = b * steps / best_of(lambda: run_numba(c, e, mu, steps, kernel="angles"), repeats)
             r_p = b * steps / best_of(lambda: run_numba(c, e, mu, steps, kernel="pairs"), repeats)
         r_np = b * np_steps / best_of(lambda: run_numpy(c, e, mu, np_steps), 1 if b > 64 else 2)
-        row = dict(B=b, compile_s=t_comp, jaxclear=r_j, minimal_jax=r_m, numba=r_n, numba_pairs=r_p,
-                   numpy=r_np, jax_over_numba=(r_j / r_n if r_n else None),
-                   jax_over_numba_pairs=(r_j / r_p if r_p else None), jax_over_numpy=r_j / r_np)
+        row = dict(
+            B=b,
+            compile_s=t_comp,
+            jaxclear=r_j,
+            minimal_jax=r_m,
+            numba=r_n,
+            numba_pairs=r_p,
+            numpy=r_np,
+            jax_over_numba=(r_j / r_n if r_n else None),
+            jax_over_numba_pairs=(r_j / r_p if r_p else None),
+            jax_over_numpy=r_j / r_np,
+        )
         rows.append(row)
         ratio = lambda x: "—" if x is None else f"{x:10.3f}"
-        print(f"{b:6d} {t_comp:10.2f} {fmt_rate(r_j)} {fmt_rate(r_m)} {fmt_rate(r_n)} {fmt_rate(r_p)} "
-              f"{fmt_rate(r_np)} {ratio(row['jax_over_numba'])} {ratio(row['jax_over_numba_pairs'])} "
-              f"{ratio(row['jax_over_numpy'])} {1e9 / r_j:12.1f}")
+        print(
+            f"{b:6d} {t_comp:10.2f} {fmt_rate(r_j)} {fmt_rate(r_m)} {fmt_rate(r_n)} {fmt_rate(r_p)} "
+            f"{fmt_rate(r_np)} {ratio(row['jax_over_numba'])} {ratio(row['jax_over_numba_pairs'])} "
+            f"{ratio(row['jax_over_numpy'])} {1e9 / r_j:12.1f}"
+        )
     return rows
 
 
@@ -523,11 +566,15 @@ def extra_costs(b, steps, repeats, base_rate, windows=(32, 16)):
     then timed in alternating rounds (best of `repeats` rounds each): ratios from one run."""
     print(f"\n== 3. jaxclear cost factors at B = {b} ({steps} steps, alternating rounds) ==")
     pj = lambda **kw: joints.JointConfig(geometry="points", n_points=72, refine=True, **kw)
-    cases = [("circle float64", jax_config(steps), jnp.float64, 0),
-             ("points72, 1 slot (detect_deepest)", jax_config(steps, joint=pj(max_regions=1)), jnp.float64, 72),
-             ("points72, 4 slots (detect)", jax_config(steps, joint=pj(max_regions=4)), jnp.float64, 72)]
-    cases += [(f"points72 window {w}, 4 slots", jax_config(steps, joint=pj(max_regions=4, window=w)),
-               jnp.float64, 72) for w in windows]
+    cases = [
+        ("circle float64", jax_config(steps), jnp.float64, 0),
+        ("points72, 1 slot (detect_deepest)", jax_config(steps, joint=pj(max_regions=1)), jnp.float64, 72),
+        ("points72, 4 slots (detect)", jax_config(steps, joint=pj(max_regions=4)), jnp.float64, 72),
+    ]
+    cases += [
+        (f"points72 window {w}, 4 slots", jax_config(steps, joint=pj(max_regions=4, window=w)), jnp.float64, 72)
+        for w in windows
+    ]
     cases += [("circle float32", jax_config(steps), jnp.float32, 0)]
     c, e, mu = variants(b)
     runs = []
@@ -554,16 +601,20 @@ def extra_costs(b, steps, repeats, base_rate, windows=(32, 16)):
                 row["overflow_steps"] = ovf
                 extra += f"; window overflow steps {ovf} of {b * steps}"
             extra += f"  (target <= 3: {'met' if ratio <= 3 else 'NOT met'})"
-        print(f"{name:<36} {b * steps / t:.3e} variant-steps/s  cost/circle {ratio:6.2f}  "
-              f"(compile {tc:.1f} s){extra}")
+        print(f"{name:<36} {b * steps / t:.3e} variant-steps/s  cost/circle {ratio:6.2f}  (compile {tc:.1f} s){extra}")
         out["cases"].append(row)
     by = {r["case"]: r for r in out["cases"]}
-    out.update(points72_f64=by["points72, 4 slots (detect)"]["rate"],
-               points72_one_slot_cost=by["points72, 1 slot (detect_deepest)"]["cost_over_circle"],
-               points_over_circle_cost=by["points72, 4 slots (detect)"]["cost_over_circle"],
-               f32_over_f64_rate=base_t / runs[-1][5], _points_comp=runs[2][2])
-    print(f"circle float32 / float64 rate: {out['f32_over_f64_rate']:.2f}; the 1-slot joint holds the "
-          f"deepest region and counts the others (max_contact_regions in metrics.csv)")
+    out.update(
+        points72_f64=by["points72, 4 slots (detect)"]["rate"],
+        points72_one_slot_cost=by["points72, 1 slot (detect_deepest)"]["cost_over_circle"],
+        points_over_circle_cost=by["points72, 4 slots (detect)"]["cost_over_circle"],
+        f32_over_f64_rate=base_t / runs[-1][5],
+        _points_comp=runs[2][2],
+    )
+    print(
+        f"circle float32 / float64 rate: {out['f32_over_f64_rate']:.2f}; the 1-slot joint holds the "
+        f"deepest region and counts the others (max_contact_regions in metrics.csv)"
+    )
     return out
 
 
@@ -587,16 +638,20 @@ def _hlo_counts(comp):
     """Per-step figures of the optimised HLO: the innermost while body (one time step) launches
     `kernels` fused/unfused kernels holding `ops` non-trivial HLO ops in all."""
     comps = _hlo_computations(comp.as_text())
-    bodies = {m.group(1) for ls in comps.values() for l in ls
-              for m in [re.search(r" while\(.*body=%([\w.\-]+)", l)] if m}
+    bodies = {
+        m.group(1) for ls in comps.values() for l in ls for m in [re.search(r" while\(.*body=%([\w.\-]+)", l)] if m
+    }
     inner = [b for b in bodies if b in comps and not any(" while(" in l for l in comps[b])]
     if not inner:
         return dict(kernels=-1, ops=-1)
     ls = comps[inner[0]]
     kern = [l for l in ls if not any(t in l for t in _TRIVIAL)]
     fused = [m.group(1) for l in kern if " fusion(" in l for m in [re.search(r"calls=%([\w.\-]+)", l)] if m]
-    ops = len(kern) - len(fused) + sum(
-        sum(1 for l in comps.get(f, []) if not any(t in l for t in _TRIVIAL)) for f in fused)
+    ops = (
+        len(kern)
+        - len(fused)
+        + sum(sum(1 for l in comps.get(f, []) if not any(t in l for t in _TRIVIAL)) for f in fused)
+    )
     return dict(kernels=len(kern), ops=ops)
 
 
@@ -605,12 +660,9 @@ def profile(b, steps, repeats, base_rate, base_comp, points=None):
     variants_ = [
         ("baseline: LN + ambrosio, outputs=()", jax_config(steps), 0),
         ("friction = 'none'", jax_config(steps, joint=joints.JointConfig(friction="none")), 0),
-        ("normal law = 'hertz' (no δ̇⁻ damping)",
-         jax_config(steps, joint=joints.JointConfig(normal_law="hertz")), 0),
-        ("hertz + no friction", jax_config(steps, joint=joints.JointConfig(normal_law="hertz",
-                                                                           friction="none")), 0),
-        ("default outputs saved every 100 steps", jax_config(steps, outputs=sc.DEFAULT_OUTPUTS,
-                                                             save_every=100), 0),
+        ("normal law = 'hertz' (no δ̇⁻ damping)", jax_config(steps, joint=joints.JointConfig(normal_law="hertz")), 0),
+        ("hertz + no friction", jax_config(steps, joint=joints.JointConfig(normal_law="hertz", friction="none")), 0),
+        ("default outputs saved every 100 steps", jax_config(steps, outputs=sc.DEFAULT_OUTPUTS, save_every=100), 0),
     ]
     rows = []
     print(f"{'variant':<42} {'rate':>10} {'ns/vstep':>9} {'Δ vs base':>10} {'kernels/step':>12} {'HLO ops/step':>12}")
@@ -622,15 +674,23 @@ def profile(b, steps, repeats, base_rate, base_comp, points=None):
         h = _hlo_counts(comp)
         d = 1e9 / rate - 1e9 / base_rate
         rows.append(dict(variant=name, rate=rate, ns_per_variant_step=1e9 / rate, delta_ns=d, **h))
-        print(f"{name:<42} {rate:10.3e} {1e9 / rate:9.1f} {d:+10.1f} {h['kernels']:12d} "
-              f"{h['ops']:12d}")
+        print(f"{name:<42} {rate:10.3e} {1e9 / rate:9.1f} {d:+10.1f} {h['kernels']:12d} {h['ops']:12d}")
     if points is not None:
         rate, comp = points
         h = _hlo_counts(comp)
-        rows.append(dict(variant="points72 geometry", rate=rate, ns_per_variant_step=1e9 / rate,
-                         delta_ns=1e9 / rate - 1e9 / base_rate, **h))
-        print(f"{'points geometry, 72 points, 4 regions':<42} {rate:10.3e} {1e9 / rate:9.1f} "
-              f"{1e9 / rate - 1e9 / base_rate:+10.1f} {h['kernels']:12d} {h['ops']:12d}")
+        rows.append(
+            dict(
+                variant="points72 geometry",
+                rate=rate,
+                ns_per_variant_step=1e9 / rate,
+                delta_ns=1e9 / rate - 1e9 / base_rate,
+                **h,
+            )
+        )
+        print(
+            f"{'points geometry, 72 points, 4 regions':<42} {rate:10.3e} {1e9 / rate:9.1f} "
+            f"{1e9 / rate - 1e9 / base_rate:+10.1f} {h['kernels']:12d} {h['ops']:12d}"
+        )
     # Fixed per-step cost: B = 1 (the while-loop iteration, dispatch of every fused kernel).
     r1, _, _ = measure_jax_variant(1, steps, repeats, jax_config(steps))
     # The same math written flat (minimal JAX) at the same B: the cost of jaxclear's generality.
@@ -642,10 +702,14 @@ def profile(b, steps, repeats, base_rate, base_comp, points=None):
     jax.block_until_ready(mcomp(*args))
     rm = b * steps / best_of(lambda: jax.block_until_ready(mcomp(*args)), repeats)
     hm = _hlo_counts(mcomp)
-    print(f"{'minimal JAX kernel, same math, (B,) arrays':<42} {rm:10.3e} {1e9 / rm:9.1f} "
-          f"{1e9 / rm - 1e9 / base_rate:+10.1f} {hm['kernels']:12d} {hm['ops']:12d}")
-    print(f"fixed per-step cost (jaxclear at B = 1): {1e6 / r1:.2f} µs/step "
-          f"= {1e9 / r1 / b:.1f} ns per variant-step when spread over B = {b}")
+    print(
+        f"{'minimal JAX kernel, same math, (B,) arrays':<42} {rm:10.3e} {1e9 / rm:9.1f} "
+        f"{1e9 / rm - 1e9 / base_rate:+10.1f} {hm['kernels']:12d} {hm['ops']:12d}"
+    )
+    print(
+        f"fixed per-step cost (jaxclear at B = 1): {1e6 / r1:.2f} µs/step "
+        f"= {1e9 / r1 / b:.1f} ns per variant-step when spread over B = {b}"
+    )
     rows.append(dict(variant="minimal JAX kernel", rate=rm, ns_per_variant_step=1e9 / rm, **hm))
     return dict(B=b, steps=steps, rows=rows, per_step_us_at_B1=1e6 / r1)
 
@@ -676,10 +740,12 @@ def main(argv=None):
     have_numba = numba is not None and not a.no_numba
 
     print("jaxclear slider-crank speed benchmark")
-    print(f"python {platform.python_version()}, jax {jax.__version__} on {jax.devices()[0].platform}, "
-          f"numpy {np.__version__}, numba {numba.__version__ if numba else 'not installed'}; "
-          f"{os.cpu_count()} CPU cores; Numba runs single-threaded; load average "
-          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"python {platform.python_version()}, jax {jax.__version__} on {jax.devices()[0].platform}, "
+        f"numpy {np.__version__}, numba {numba.__version__ if numba else 'not installed'}; "
+        f"{os.cpu_count()} CPU cores; Numba runs single-threaded; load average "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     if numba is None:
         print("numba is not installed: the Numba baseline is skipped (pip install -e .[bench])")
 
@@ -691,29 +757,45 @@ def main(argv=None):
     target_b = 1024 if 1024 in sizes else max(sizes)
     tr = next(r for r in rows if r["B"] == target_b)
     if tr["jax_over_numba"] is not None:
-        print(f"target: jaxclear at B = 1024 >= Numba single-thread (ratio >= 1). "
-              f"Measured at B = {target_b}: jaxclear/Numba = {tr['jax_over_numba']:.3f} "
-              f"-> {'met' if tr['jax_over_numba'] >= 1 else 'NOT met'}; "
-              f"jaxclear/Numba-pairs = {tr['jax_over_numba_pairs']:.3f}; "
-              f"jaxclear/NumPy = {tr['jax_over_numpy']:.1f}")
+        print(
+            f"target: jaxclear at B = 1024 >= Numba single-thread (ratio >= 1). "
+            f"Measured at B = {target_b}: jaxclear/Numba = {tr['jax_over_numba']:.3f} "
+            f"-> {'met' if tr['jax_over_numba'] >= 1 else 'NOT met'}; "
+            f"jaxclear/Numba-pairs = {tr['jax_over_numba_pairs']:.3f}; "
+            f"jaxclear/NumPy = {tr['jax_over_numpy']:.1f}"
+        )
 
     b_x = target_b
     _, _, base_comp = measure_jax_variant(b_x, steps, 1, jax_config(steps))
     extra = extra_costs(b_x, steps, repeats, tr["jaxclear"])
-    prof = profile(b_x, steps, repeats, tr["jaxclear"], base_comp,
-                   points=(extra["points72_f64"], extra.pop("_points_comp")))
-    print(f"\ntotal benchmark time {time.perf_counter() - t_start:.0f} s; agreement "
-          f"{'OK' if ok else 'FAILED'}")
+    prof = profile(
+        b_x, steps, repeats, tr["jaxclear"], base_comp, points=(extra["points72_f64"], extra.pop("_points_comp"))
+    )
+    print(f"\ntotal benchmark time {time.perf_counter() - t_start:.0f} s; agreement {'OK' if ok else 'FAILED'}")
 
     if a.json:
-        out = dict(meta=dict(python=platform.python_version(), jax=jax.__version__,
-                             numpy=np.__version__, numba=numba.__version__ if numba else None,
-                             cpu_count=os.cpu_count(), platform=platform.platform(),
-                             sizes=sizes, steps=steps, numpy_steps=np_steps, repeats=repeats,
-                             dt=1e-6, rpm=RPM, quick=a.quick),
-                   agreement=agree, rates=rows, cost_factors=extra, profile=prof,
-                   target=dict(B=target_b, jax_over_numba=tr["jax_over_numba"],
-                               met=(tr["jax_over_numba"] or 0) >= 1))
+        out = dict(
+            meta=dict(
+                python=platform.python_version(),
+                jax=jax.__version__,
+                numpy=np.__version__,
+                numba=numba.__version__ if numba else None,
+                cpu_count=os.cpu_count(),
+                platform=platform.platform(),
+                sizes=sizes,
+                steps=steps,
+                numpy_steps=np_steps,
+                repeats=repeats,
+                dt=1e-6,
+                rpm=RPM,
+                quick=a.quick,
+            ),
+            agreement=agree,
+            rates=rows,
+            cost_factors=extra,
+            profile=prof,
+            target=dict(B=target_b, jax_over_numba=tr["jax_over_numba"], met=(tr["jax_over_numba"] or 0) >= 1),
+        )
         with open(a.json, "w") as f:
             json.dump(out, f, indent=2, default=float)
         print(f"wrote {a.json}")

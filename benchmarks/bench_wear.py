@@ -84,10 +84,14 @@ def cost(b, repeats):
             best[name] = min(best[name], time.perf_counter() - t0)
     steps = pl_w.cfg.n_steps
     print(f"== cost of one update, B = {b}, {steps} steps per window (alternating rounds, best of {repeats}) ==")
-    print(f"plain run of the window (k_w = 0) : {best['plain']:.3f} s   ({b * steps / best['plain']:.3g} variant-steps/s; "
-          f"first call {c_p:.1f} s)")
-    print(f"one wear update                   : {best['update']:.3f} s   ({b * steps / best['update']:.3g} variant-steps/s; "
-          f"first call {c_w:.1f} s)")
+    print(
+        f"plain run of the window (k_w = 0) : {best['plain']:.3f} s   ({b * steps / best['plain']:.3g} variant-steps/s; "
+        f"first call {c_p:.1f} s)"
+    )
+    print(
+        f"one wear update                   : {best['update']:.3f} s   ({b * steps / best['update']:.3g} variant-steps/s; "
+        f"first call {c_w:.1f} s)"
+    )
     ratio = best["update"] / best["plain"]
     print(f"update / plain run                : {ratio:.3f}   (target <= 1.5)")
     return {"b": b, "steps": steps, "plain_s": best["plain"], "update_s": best["update"], "ratio": ratio}
@@ -101,21 +105,31 @@ def convergence(cycles, updates=(5, 10, 20, 40)):
             t0 = time.perf_counter()
             table, _ = W.run(s, Path(d) / f"m{M}", log=lambda m: None)
             last = np.asarray(table["update"]) == M
-            rows.append({"updates": M, "cycles_per_update": cycles / M, "wall_s": time.perf_counter() - t0,
-                         "k_w": np.asarray(table["coefficient_m2_per_N"])[last].tolist(),
-                         "max_wear_depth_m": np.asarray(table["max_wear_depth_m"])[last].tolist(),
-                         "worn_volume_m3": np.asarray(table["worn_volume_m3"])[last].tolist(),
-                         "peak_contact_force_steady_N": np.asarray(table["peak_contact_force_steady_N"])[last].tolist()})
+            rows.append(
+                {
+                    "updates": M,
+                    "cycles_per_update": cycles / M,
+                    "wall_s": time.perf_counter() - t0,
+                    "k_w": np.asarray(table["coefficient_m2_per_N"])[last].tolist(),
+                    "max_wear_depth_m": np.asarray(table["max_wear_depth_m"])[last].tolist(),
+                    "worn_volume_m3": np.asarray(table["worn_volume_m3"])[last].tolist(),
+                    "peak_contact_force_steady_N": np.asarray(table["peak_contact_force_steady_N"])[last].tolist(),
+                }
+            )
     fine = rows[-1]
     print(f"\n== convergence in the cycles per update, {cycles:.3g} cycles (sweeps/wear_evolution.toml) ==")
-    print(f"{'M':>4} {'cycles/update':>14} {'k_w':>9} {'deepest [µm]':>13} {'vs finest':>10} {'volume [mm³]':>13} "
-          f"{'vs finest':>10} {'peak F [N]':>11}")
+    print(
+        f"{'M':>4} {'cycles/update':>14} {'k_w':>9} {'deepest [µm]':>13} {'vs finest':>10} {'volume [mm³]':>13} "
+        f"{'vs finest':>10} {'peak F [N]':>11}"
+    )
     for r in rows:
         for j, k in enumerate(r["k_w"]):
             dd = r["max_wear_depth_m"][j] / fine["max_wear_depth_m"][j] - 1
             dv = r["worn_volume_m3"][j] / fine["worn_volume_m3"][j] - 1
-            print(f"{r['updates']:>4} {r['cycles_per_update']:>14.4g} {k:>9.2g} {r['max_wear_depth_m'][j] * 1e6:>13.4g} "
-                  f"{dd:>+10.2%} {r['worn_volume_m3'][j] * 1e9:>13.4g} {dv:>+10.2%} {r['peak_contact_force_steady_N'][j]:>11.5g}")
+            print(
+                f"{r['updates']:>4} {r['cycles_per_update']:>14.4g} {k:>9.2g} {r['max_wear_depth_m'][j] * 1e6:>13.4g} "
+                f"{dd:>+10.2%} {r['worn_volume_m3'][j] * 1e9:>13.4g} {dv:>+10.2%} {r['peak_contact_force_steady_N'][j]:>11.5g}"
+            )
     return rows
 
 

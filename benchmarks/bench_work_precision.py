@@ -126,8 +126,9 @@ if numba is not None:
             cp, sp = _rot(cp, sp, h * w2h)
             x3 += h * v3h
             if predicted:
-                aphi, ax, f, mem, prev = _acc(ct, st, cp, sp, x3, w, w2h + 0.5 * h * aphi, v3h + 0.5 * h * ax,
-                                              mem, prev, clr, k, chi, mu)
+                aphi, ax, f, mem, prev = _acc(
+                    ct, st, cp, sp, x3, w, w2h + 0.5 * h * aphi, v3h + 0.5 * h * ax, mem, prev, clr, k, chi, mu
+                )
             else:
                 aphi, ax, f, mem, prev = _acc(ct, st, cp, sp, x3, w, w2h, v3h, mem, prev, clr, k, chi, mu)
             w2 = w2h + 0.5 * h * aphi
@@ -231,11 +232,26 @@ if numba is not None:
             t1 = (i + 1) * h
             a1n = al_ramp if (ramp and t1 < t_ramp) else 0.0
             if predicted:
-                a2, a3, f, mem, prev = _acc4(ct, st, w1h + 0.5 * h * a1, a1n, cf, sf, w2h + 0.5 * h * a2,
-                                             cp, sp, w3h + 0.5 * h * a3, mem, prev, clr, k, chi, mu)
+                a2, a3, f, mem, prev = _acc4(
+                    ct,
+                    st,
+                    w1h + 0.5 * h * a1,
+                    a1n,
+                    cf,
+                    sf,
+                    w2h + 0.5 * h * a2,
+                    cp,
+                    sp,
+                    w3h + 0.5 * h * a3,
+                    mem,
+                    prev,
+                    clr,
+                    k,
+                    chi,
+                    mu,
+                )
             else:
-                a2, a3, f, mem, prev = _acc4(ct, st, w1h, a1n, cf, sf, w2h, cp, sp, w3h, mem, prev,
-                                             clr, k, chi, mu)
+                a2, a3, f, mem, prev = _acc4(ct, st, w1h, a1n, cf, sf, w2h, cp, sp, w3h, mem, prev, clr, k, chi, mu)
             a1 = a1n
             w1 = w1h + 0.5 * h * a1
             w2 = w2h + 0.5 * h * a2
@@ -356,14 +372,17 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=1024)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--cases", default="flores_0.5mm,flores_0.1mm,four_bar")
-    ap.add_argument("--figure", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                                     "figures", "work_precision.png"))
+    ap.add_argument(
+        "--figure", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "figures", "work_precision.png")
+    )
     a = ap.parse_args(argv)
     b, repeats, dts = (64, 1, DTS[:4]) if a.quick else (a.batch, a.repeats, DTS)
     load0 = os.getloadavg()[0]
-    print(f"jax {jax.__version__}, numba {numba.__version__ if numba else 'missing'}, "
-          f"threads {numba.get_num_threads() if numba else '-'}, B = {b}, float64, "
-          f"{os.cpu_count()} cores, load average {load0:.1f}")
+    print(
+        f"jax {jax.__version__}, numba {numba.__version__ if numba else 'missing'}, "
+        f"threads {numba.get_num_threads() if numba else '-'}, B = {b}, float64, "
+        f"{os.cpu_count()} cores, load average {load0:.1f}"
+    )
     rows, series, agree = [], {}, {}
     for case in a.cases.split(","):
         mod, p, c = _case(case)
@@ -372,8 +391,10 @@ def main(argv=None):
         t_end = (first_impact(f, 1e-6)[2] + 20) * 1e-6  # end of the first impact, 20 µs margin
         n_ref = int(round(t_end / DT_REF))
         pk_ref, im_ref, _ = first_impact(jax_history(mod, p, "verlet_predicted", DT_REF, n_ref), DT_REF)
-        print(f"\n== {case}: first impact ends by t = {t_end * 1e3:.3f} ms; reference (verlet_predicted, "
-              f"dt = {DT_REF * 1e9:.3g} ns): peak {pk_ref:.6f} N, impulse {im_ref:.6e} N·s")
+        print(
+            f"\n== {case}: first impact ends by t = {t_end * 1e3:.3f} ms; reference (verlet_predicted, "
+            f"dt = {DT_REF * 1e9:.3g} ns): peak {pk_ref:.6f} N, impulse {im_ref:.6e} N·s"
+        )
         print(f"{'impl':>14} {'scheme':>17} {'dt [µs]':>8} {'peak err':>10} {'impulse err':>11} {'s/variant':>10}")
         jx_peak = {}
         for scheme in SCHEMES:
@@ -394,34 +415,45 @@ def main(argv=None):
                             drive = tuple(float(x) for x in (p.crank_speed, p.ramp_time, p.crank_angle0))
                         tv, pk, im = numba_run(kern, c, scheme, dt, n, b, repeats, drive)
                         jx = jx_peak[(scheme, dt)]
-                        agree[case] = tuple(max(u, abs(x - y) / y)
-                                            for u, x, y in zip(agree.get(case, (0.0, 0.0)), (pk, im), jx))
+                        agree[case] = tuple(
+                            max(u, abs(x - y) / y) for u, x, y in zip(agree.get(case, (0.0, 0.0)), (pk, im), jx)
+                        )
                     ep, ei = abs(pk - pk_ref) / pk_ref, abs(im - im_ref) / im_ref
                     rows.append(dict(case=case, impl=impl, scheme=scheme, dt=dt, peak_err=ep, impulse_err=ei, t=tv))
                     series.setdefault((case, impl, scheme), []).append((dt, ep, ei, tv))
                     print(f"{impl:>14} {scheme:>17} {dt * 1e6:8.3f} {ep:10.2e} {ei:11.2e} {tv:10.3e}")
     for case, (dp, di) in agree.items():
-        print(f"\n{case}: Numba against jaxclear, same scheme and dt: max relative difference of the peak "
-              f"{dp:.1e}, of the impulse {di:.1e}")
+        print(
+            f"\n{case}: Numba against jaxclear, same scheme and dt: max relative difference of the peak "
+            f"{dp:.1e}, of the impulse {di:.1e}"
+        )
     print("\n== orders (least-squares slope of log error vs log dt) and time per variant to 0.1 % on the peak")
     print("   (the peak is the raw largest step sample; 'peak 4-0.5' fits only dt = 4 … 0.5 µs, the --quick range)")
-    print(f"{'case':>13} {'impl':>14} {'scheme':>17} {'order peak':>10} {'peak 4-0.5':>10} {'order impulse':>13} "
-          f"{'t(0.1%) [s]':>12}")
+    print(
+        f"{'case':>13} {'impl':>14} {'scheme':>17} {'order peak':>10} {'peak 4-0.5':>10} {'order impulse':>13} "
+        f"{'t(0.1%) [s]':>12}"
+    )
     t01 = {}
     for (case, impl, scheme), s in series.items():
         d, ep, ei, tv = (np.array(x) for x in zip(*s))
         t01[(case, impl, scheme)] = time_at(tv, ep)
         m = d >= 5e-7 * (1 - 1e-9)
-        print(f"{case:>13} {impl:>14} {scheme:>17} {order(d, ep):10.2f} {order(d[m], ep[m]):10.2f} "
-              f"{order(d, ei):13.2f} {t01[(case, impl, scheme)]:12.3e}")
+        print(
+            f"{case:>13} {impl:>14} {scheme:>17} {order(d, ep):10.2f} {order(d[m], ep[m]):10.2f} "
+            f"{order(d, ei):13.2f} {t01[(case, impl, scheme)]:12.3e}"
+        )
     print("\n== figure of merit: time per variant to 0.1 % on the first-impact peak, best baseline / best jaxclear")
     for case in a.cases.split(","):
         jx = min((v, k[2]) for k, v in t01.items() if k[0] == case and k[1] == "jaxclear" and np.isfinite(v))
-        base = [(v, k[1] + " " + k[2]) for k, v in t01.items() if k[0] == case and k[1] != "jaxclear" and np.isfinite(v)]
+        base = [
+            (v, k[1] + " " + k[2]) for k, v in t01.items() if k[0] == case and k[1] != "jaxclear" and np.isfinite(v)
+        ]
         if base:
             bb = min(base)
-            print(f"{case}: jaxclear {jx[1]} {jx[0]:.3e} s, best baseline {bb[1]} {bb[0]:.3e} s: "
-                  f"ratio baseline/jaxclear = {bb[0] / jx[0]:.2f}")
+            print(
+                f"{case}: jaxclear {jx[1]} {jx[0]:.3e} s, best baseline {bb[1]} {bb[0]:.3e} s: "
+                f"ratio baseline/jaxclear = {bb[0] / jx[0]:.2f}"
+            )
         else:
             print(f"{case}: jaxclear {jx[1]} {jx[0]:.3e} s (no baseline)")
     load = (load0, os.getloadavg()[0])
@@ -433,9 +465,11 @@ def main(argv=None):
 
 def _figure(series, cases, path, b, load):
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker  # noqa: F401
+
     fig, axes = plt.subplots(1, len(cases), figsize=(max(7.0, 5.2 * len(cases)), 4.8), squeeze=False)
     style = {"jaxclear": ("o", "-"), "numba-1thread": ("s", "--"), "numba-prange": ("^", ":")}
     colour = {"verlet_predicted": "C0", "leapfrog": "C3"}
@@ -452,8 +486,11 @@ def _figure(series, cases, path, b, load):
         ax.set_xlabel("wall time per variant [µs]")
         ax.set_ylabel("relative error of the first-impact peak |F|")
         ax.grid(True, which="both", lw=0.3)
-    fig.suptitle(f"float64, {os.cpu_count()} CPU cores, load average {load[0]:.1f} at the start, "
-                 f"{load[1]:.1f} at the end of the run", fontsize=9)
+    fig.suptitle(
+        f"float64, {os.cpu_count()} CPU cores, load average {load[0]:.1f} at the start, "
+        f"{load[1]:.1f} at the end of the run",
+        fontsize=9,
+    )
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3 if len(cases) > 1 else 2, fontsize=8, frameon=False)
     fig.tight_layout(rect=(0, 0.12, 1, 1))

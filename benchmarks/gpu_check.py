@@ -43,10 +43,19 @@ TARGET_CIRCLE_F64 = 1e9  # variant-steps/s on one H200 (issue: GPU check)
 
 def _spec(batch, steps, precision, extra=()):
     from jaxclear import spec as specmod
-    return specmod.load(ROOT / "sweeps" / "bench_slider_crank.toml",
-                        [f"sampling.n={batch}", f"integrator.chunk_size={batch}", f"integrator.t_end_s={steps * 1e-6}",
-                         f"integrator.save_every={min(100, steps)}", f"integrator.precision={precision}",
-                         "outputs.plots=false", *extra])
+
+    return specmod.load(
+        ROOT / "sweeps" / "bench_slider_crank.toml",
+        [
+            f"sampling.n={batch}",
+            f"integrator.chunk_size={batch}",
+            f"integrator.t_end_s={steps * 1e-6}",
+            f"integrator.save_every={min(100, steps)}",
+            f"integrator.precision={precision}",
+            "outputs.plots=false",
+            *extra,
+        ],
+    )
 
 
 def _per_variant_bytes(comp, n):
@@ -59,6 +68,7 @@ def _per_variant_bytes(comp, n):
 
 def _best(fn, p, repeats):
     import jax
+
     jax.block_until_ready(fn(p))  # warm-up (first-call transfers)
     best = math.inf
     for _ in range(max(1, repeats)):
@@ -71,6 +81,7 @@ def _best(fn, p, repeats):
 def _max_rel_diff(dev, cpu):
     """(worst normwise relative difference, its column) over {name: array} pairs."""
     import numpy as np
+
     worst, where = 0.0, None
     for k, c in cpu.items():
         c = np.asarray(c, np.float64)
@@ -103,6 +114,7 @@ def run_case(name, spec, repeats, check, sharded=False):
     import numpy as np
 
     from jaxclear import parallel, sweep
+
     pl = sweep.plan(spec)
     nd = jax.local_device_count()
     B = parallel.padded_size(pl.chunk_size, nd)
@@ -120,10 +132,20 @@ def run_case(name, spec, repeats, check, sharded=False):
         if nd > 1:
             p = jax.device_put(p, parallel.variant_sharding())
     t = _best(comp, p, repeats)
-    row = dict(case=name, precision=pl.dtype, batch=B, steps=pl.cfg.n_steps, devices=nd,
-               rate=B * pl.cfg.n_steps / t, compile_s=compile_s, bytes_per_variant=_per_variant_bytes(comp, B),
-               max_regions=getattr(pl.mech, "describe", lambda s, c: {})(spec, pl.cfg).get("max_regions"),
-               check_variants=0, max_rel_diff=None, worst_column=None)
+    row = dict(
+        case=name,
+        precision=pl.dtype,
+        batch=B,
+        steps=pl.cfg.n_steps,
+        devices=nd,
+        rate=B * pl.cfg.n_steps / t,
+        compile_s=compile_s,
+        bytes_per_variant=_per_variant_bytes(comp, B),
+        max_regions=getattr(pl.mech, "describe", lambda s, c: {})(spec, pl.cfg).get("max_regions"),
+        check_variants=0,
+        max_rel_diff=None,
+        worst_column=None,
+    )
     if check > 0:
         k = min(check, B)
         res = comp(p)
@@ -140,7 +162,7 @@ def run_case(name, spec, repeats, check, sharded=False):
 def _fmt_bytes(b):
     if b is None:
         return "n/a"
-    return f"{b / 1024:.3g} kB" if b < 1024 ** 2 else f"{b / 1024 ** 2:.3g} MB"
+    return f"{b / 1024:.3g} kB" if b < 1024**2 else f"{b / 1024**2:.3g} MB"
 
 
 def main(argv=None):
@@ -149,8 +171,11 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=4000, help="time steps of dt = 1 µs (default 4000, the bench spec)")
     ap.add_argument("--repeats", type=int, default=3, help="timed calls per case, best kept (default 3)")
     ap.add_argument("--check", type=int, default=256, help="variants recomputed on the CPU (default 256; 0: none)")
-    ap.add_argument("--cases", default="circle64,circle32,worn64,worn32,sharded",
-                    help="comma-separated subset of circle64,circle32,worn64,worn32,sharded")
+    ap.add_argument(
+        "--cases",
+        default="circle64,circle32,worn64,worn32,sharded",
+        help="comma-separated subset of circle64,circle32,worn64,worn32,sharded",
+    )
     ap.add_argument("--json", help="also write the rows (and the environment) to this file")
     args = ap.parse_args(argv)
     if args.batch < 1 or args.steps < 1:
@@ -159,6 +184,7 @@ def main(argv=None):
     import jax
 
     import jaxclear
+
     cases = {
         "circle64": ("circle", "float64", (), False),
         "circle32": ("circle", "float32", (), False),
@@ -171,14 +197,25 @@ def main(argv=None):
     if bad:
         ap.error(f"--cases {','.join(bad)}: allowed {','.join(cases)}")
     dev = jax.devices()[0]
-    env = dict(jax=jax.__version__, jaxclear=jaxclear.__version__, python=platform.python_version(),
-               platform=dev.platform, device_kind=dev.device_kind, local_devices=jax.local_device_count(),
-               cpu_check=args.check > 0, xla_flags=os.environ.get("XLA_FLAGS", ""))
-    print(f"gpu_check: {env['local_devices']}x {dev.device_kind} ({dev.platform}), jax {jax.__version__}, "
-          f"B = {args.batch}, {args.steps} steps, best of {args.repeats}", flush=True)
+    env = dict(
+        jax=jax.__version__,
+        jaxclear=jaxclear.__version__,
+        python=platform.python_version(),
+        platform=dev.platform,
+        device_kind=dev.device_kind,
+        local_devices=jax.local_device_count(),
+        cpu_check=args.check > 0,
+        xla_flags=os.environ.get("XLA_FLAGS", ""),
+    )
+    print(
+        f"gpu_check: {env['local_devices']}x {dev.device_kind} ({dev.platform}), jax {jax.__version__}, "
+        f"B = {args.batch}, {args.steps} steps, best of {args.repeats}",
+        flush=True,
+    )
     if dev.platform == "cpu":
         print("note: no accelerator: this is a smoke test (the CPU check compares the CPU with itself)", flush=True)
     import warnings
+
     rows = []
     for c in chosen:
         label, prec, extra, sharded = cases[c]
@@ -187,13 +224,17 @@ def main(argv=None):
             row = run_case(label, _spec(args.batch, args.steps, prec, extra), args.repeats, args.check, sharded)
         rows.append(row)
         print(f"  done {label} {prec}: {row['rate']:.3g} variant-steps/s", flush=True)
-    head = (f"{'case':18s} {'precision':9s} {'B':>7s} {'dev':>3s} {'variant-steps/s':>15s} {'compile s':>9s} "
-            f"{'mem/variant':>11s} {'max rel diff to CPU':>19s}  worst column")
+    head = (
+        f"{'case':18s} {'precision':9s} {'B':>7s} {'dev':>3s} {'variant-steps/s':>15s} {'compile s':>9s} "
+        f"{'mem/variant':>11s} {'max rel diff to CPU':>19s}  worst column"
+    )
     print("\n" + head + "\n" + "-" * len(head))
     for r in rows:
         d = "n/a" if r["max_rel_diff"] is None else f"{r['max_rel_diff']:.2e} ({r['check_variants']})"
-        print(f"{r['case']:18s} {r['precision']:9s} {r['batch']:7d} {r['devices']:3d} {r['rate']:15.3e} "
-              f"{r['compile_s']:9.2f} {_fmt_bytes(r['bytes_per_variant']):>11s} {d:>19s}  {r['worst_column'] or ''}")
+        print(
+            f"{r['case']:18s} {r['precision']:9s} {r['batch']:7d} {r['devices']:3d} {r['rate']:15.3e} "
+            f"{r['compile_s']:9.2f} {_fmt_bytes(r['bytes_per_variant']):>11s} {d:>19s}  {r['worst_column'] or ''}"
+        )
     circ = [r for r in rows if r["case"] == "circle" and r["precision"] == "float64"]
     if circ and dev.platform == "gpu":
         met = "met" if circ[0]["rate"] >= TARGET_CIRCLE_F64 else "NOT met"

@@ -1,9 +1,9 @@
 """Figures of docs/mechanisms.md from finished sweep directories (run the specs first):
 
-    jaxclear run sweeps/four_bar.toml --out runs/four_bar
-    jaxclear run sweeps/one_joint_slider_crank.toml --out runs/one_joint_slider_crank
-    jaxclear run sweeps/two_joints_slider_crank.toml --out runs/two_joints_slider_crank
-    python docs/make_figures.py runs docs/figures
+jaxclear run sweeps/four_bar.toml --out runs/four_bar
+jaxclear run sweeps/one_joint_slider_crank.toml --out runs/one_joint_slider_crank
+jaxclear run sweeps/two_joints_slider_crank.toml --out runs/two_joints_slider_crank
+python docs/make_figures.py runs docs/figures
 """
 
 import shutil
@@ -29,8 +29,9 @@ def two_joints(runs: Path, dest: Path, variant=0):
     ide = {k: np.asarray(v) for k, v in sc.ideal(p, t).items()}
     period = 60.0 / 5000.0
     m = t >= t[-1] - 2 * period
-    th = lambda r: np.degrees(np.unwrap(r.histories["crank_angle_rad"][variant][m]) -
-                              np.unwrap(r.histories["crank_angle_rad"][variant][m])[0])
+    th = lambda r: np.degrees(
+        np.unwrap(r.histories["crank_angle_rad"][variant][m]) - np.unwrap(r.histories["crank_angle_rad"][variant][m])[0]
+    )
     fig, axs = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
     thi = np.degrees(ide["theta"][m] - ide["theta"][m][0])
     vel_i = np.gradient(ide["slider_position"], t)
@@ -57,11 +58,14 @@ def two_joints(runs: Path, dest: Path, variant=0):
     plt.close(fig)
     fig, axs = plt.subplots(1, 3, figsize=(12, 4.2))
     ang = np.linspace(0, 2 * np.pi, 200)
-    cases = [(one, 0, "one joint: rod–slider")] + [(two, j, f"two joints: {nm.replace('_', '–')}")
-                                                   for j, nm in enumerate(two.attrs["joints"])]
+    cases = [(one, 0, "one joint: rod–slider")] + [
+        (two, j, f"two joints: {nm.replace('_', '–')}") for j, nm in enumerate(two.attrs["joints"])
+    ]
     for ax, (r, j, lab) in zip(axs, cases):
         ax.plot(np.cos(ang), np.sin(ang), "k--", lw=0.8)
-        ax.plot(r.histories["journal_x_m"][variant][m][:, j] / c, r.histories["journal_y_m"][variant][m][:, j] / c, lw=0.6)
+        ax.plot(
+            r.histories["journal_x_m"][variant][m][:, j] / c, r.histories["journal_y_m"][variant][m][:, j] / c, lw=0.6
+        )
         ax.set_aspect("equal")
         ax.set_title(lab, fontsize=9)
         ax.set_xlabel("x / c")
@@ -76,8 +80,9 @@ def main(runs, dest):
     dest.mkdir(parents=True, exist_ok=True)
     if (runs / "two_joints_slider_crank").exists():
         two_joints(runs, dest)
-    for name, files in (("four_bar", ("follower_vs_crank_angle.png", "amplification_vs_axis.png",
-                                      "journal_orbits.png")),):
+    for name, files in (
+        ("four_bar", ("follower_vs_crank_angle.png", "amplification_vs_axis.png", "journal_orbits.png")),
+    ):
         for f in files:
             src = runs / name / "plots" / f
             if src.exists():

@@ -22,5 +22,19 @@ from .contact import ContactRegions, detect  # noqa: E402
 from .mechanisms import slider_crank  # noqa: E402
 from . import spec, sweep  # noqa: E402
 
-__all__ = ["contact", "drivers", "integrate", "joints", "laws", "metrics", "multibody", "profiles",
-           "slider_crank", "spec", "sweep", "detect", "ContactRegions", "__version__"]
+__all__ = [
+    "contact",
+    "drivers",
+    "integrate",
+    "joints",
+    "laws",
+    "metrics",
+    "multibody",
+    "profiles",
+    "slider_crank",
+    "spec",
+    "sweep",
+    "detect",
+    "ContactRegions",
+    "__version__",
+]

@@ -46,8 +46,10 @@ class _Bar:
         eta = (self.total - self.done) * el / ran if ran > 0 else float("nan")
         w = 30
         fill = int(w * self.done / self.total)
-        sys.stderr.write(f"\r[{'#' * fill}{'.' * (w - fill)}] {int(self.done + 1e-9)}/{self.total} variants "
-                         f"{rate:.3g} variant-steps/s ETA {eta:.0f}s ")
+        sys.stderr.write(
+            f"\r[{'#' * fill}{'.' * (w - fill)}] {int(self.done + 1e-9)}/{self.total} variants "
+            f"{rate:.3g} variant-steps/s ETA {eta:.0f}s "
+        )
         sys.stderr.flush()
         if finished:
             sys.stderr.write("\n")
@@ -71,6 +73,7 @@ def _secs(s):
 def cmd_plan(args):
     """What a sweep will do and cost, without running it (``sweep.estimate``)."""
     from . import spec as specmod, sweep
+
     path = Path(args.spec) if args.spec else DEFAULT_SPEC
     try:
         e = sweep.estimate(path, args.set or (), probe_steps=0 if args.no_probe else args.probe_steps)
@@ -90,12 +93,16 @@ def cmd_plan(args):
         f"chunks: {e['n_chunks']} × {e['chunk_size']} variants (last chunk padded with {e['padding']})",
         f"steps per variant: {e['steps_per_variant']} (dt = {e['dt_s']:g} s, t_end = {e['t_end_s']:.6g} s), "
         f"saves: {e['n_saves']} every {e['save_every']} steps × {len(e['channels'])} channels",
-        f"model: {e['mechanism']}" + "".join(f", {e[k]}" for k in ("clearance_joint", "geometry") if k in e)
-        + (f" ({e['n_points']} points)" if e.get("n_points") else "") + f", {e['scheme']}, {e['precision']}",
+        f"model: {e['mechanism']}"
+        + "".join(f", {e[k]}" for k in ("clearance_joint", "geometry") if k in e)
+        + (f" ({e['n_points']} points)" if e.get("n_points") else "")
+        + f", {e['scheme']}, {e['precision']}",
     ]
     if e.get("max_regions_choice"):
-        lines.append(f"contact regions: {e['max_regions_choice'].split(';', 1)[0][len('auto: '):]} "
-                     f"(profile.max_regions = \"auto\"; {e['max_regions_choice'].split('; ', 1)[1]})")
+        lines.append(
+            f"contact regions: {e['max_regions_choice'].split(';', 1)[0][len('auto: ') :]} "
+            f'(profile.max_regions = "auto"; {e["max_regions_choice"].split("; ", 1)[1]})'
+        )
     lines += [
         f"memory per chunk: {_bytes(e['memory_bytes_per_chunk'])} (params {_bytes(e['params_bytes_per_chunk'])}, "
         f"outputs {_bytes(e['output_bytes_per_chunk'])} of which histories {_bytes(e['history_bytes_per_chunk'])}, "
@@ -104,10 +111,12 @@ def cmd_plan(args):
         f"metrics {_bytes(e['metrics_bytes'])})",
     ]
     if e["probe_steps"]:
-        lines.append(f"time: compile {_secs(e['compile_s'])}, run ~{_secs(e['run_s'])} "
-                     f"({_secs(e['run_s_per_chunk'])} per chunk, {e['variant_steps_per_s']:.3g} variant-steps/s "
-                     f"from a {e['probe_steps']}-step probe on {e['device_count']}× {e['device_kind']}), "
-                     f"total ~{_secs(e['total_s'])}")
+        lines.append(
+            f"time: compile {_secs(e['compile_s'])}, run ~{_secs(e['run_s'])} "
+            f"({_secs(e['run_s_per_chunk'])} per chunk, {e['variant_steps_per_s']:.3g} variant-steps/s "
+            f"from a {e['probe_steps']}-step probe on {e['device_count']}× {e['device_kind']}), "
+            f"total ~{_secs(e['total_s'])}"
+        )
     else:
         lines.append("time: not probed (--no-probe)")
     print("\n".join(lines))
@@ -115,23 +124,37 @@ def cmd_plan(args):
 
 
 def _summary_table(table, summary):
-    lines = [f"{summary['name']}: {summary['variants']} variants × {summary['steps_per_variant']} steps "
-             f"(dt = {summary['dt_s']:g} s, {summary['precision']}, {summary['device_count']}× {summary['device_kind']})",
-             f"wall {summary['wall_s']:.2f} s, compile {summary['compile_s']:.2f} s, "
-             f"{(summary['variant_steps_per_s'] or 0):.4g} variant-steps/s (without compile); "
-             f"failed variants: {len(summary['failed_variants'])}"
-             + "".join(f"; warning {w['code']}: {w['count']} variant(s)" for w in summary.get("warnings", [])),
-             f"{'metric':44s} {'min':>11s} {'median':>11s} {'max':>11s}"]
+    lines = [
+        f"{summary['name']}: {summary['variants']} variants × {summary['steps_per_variant']} steps "
+        f"(dt = {summary['dt_s']:g} s, {summary['precision']}, {summary['device_count']}× {summary['device_kind']})",
+        f"wall {summary['wall_s']:.2f} s, compile {summary['compile_s']:.2f} s, "
+        f"{(summary['variant_steps_per_s'] or 0):.4g} variant-steps/s (without compile); "
+        f"failed variants: {len(summary['failed_variants'])}"
+        + "".join(f"; warning {w['code']}: {w['count']} variant(s)" for w in summary.get("warnings", [])),
+        f"{'metric':44s} {'min':>11s} {'median':>11s} {'max':>11s}",
+    ]
     return "\n".join(lines + _metric_rows(table))
 
 
 def _metric_rows(table):
     """min / median / max of the headline metrics over the finite values."""
     import numpy as np
+
     lines = []
-    keys = [k for k in ("peak_contact_force_N", "peak_contact_force_steady_N", "daf_contact_force",
-                        "daf_contact_force_steady", "daf_slider_acceleration", "daf_slider_acceleration_steady",
-                        "impacts", "free_flight_fraction") if k in table]
+    keys = [
+        k
+        for k in (
+            "peak_contact_force_N",
+            "peak_contact_force_steady_N",
+            "daf_contact_force",
+            "daf_contact_force_steady",
+            "daf_slider_acceleration",
+            "daf_slider_acceleration_steady",
+            "impacts",
+            "free_flight_fraction",
+        )
+        if k in table
+    ]
     if "daf_slider_acceleration" not in table:  # another mechanism: its own amplification factors
         keys[3:3] = [k for k in table if k.startswith("daf_") and k not in keys]
     for k in keys or [k for k in table if k != "finite"]:  # other mechanisms: every column
@@ -147,6 +170,7 @@ def _init_distributed(args):
     if not (args.distributed or args.coordinator or args.num_processes or args.process_id is not None):
         return None
     from . import parallel
+
     try:
         parallel.initialize(args.coordinator, args.num_processes, args.process_id)
     except (ValueError, RuntimeError) as e:
@@ -160,6 +184,7 @@ def cmd_run(args):
         print(f"jaxclear: error: {err}", file=sys.stderr)
         return 2
     from . import parallel, spec as specmod, sweep
+
     lead = parallel.process_index() == 0
     args.quiet = args.quiet or not lead
     path = Path(args.spec) if args.spec else DEFAULT_SPEC
@@ -172,18 +197,32 @@ def cmd_run(args):
     out = Path(args.out) if args.out else Path("runs") / spec["sweep"]["name"]
     bar = _Bar(pl.n_variants, pl.cfg.n_steps, quiet=args.quiet)
     if not args.quiet:
-        print(f"running {path} -> {out}: {pl.n_variants} variants, {pl.cfg.n_steps} steps each, "
-              f"chunk {pl.chunk_size}", file=sys.stderr)
+        print(
+            f"running {path} -> {out}: {pl.n_variants} variants, {pl.cfg.n_steps} steps each, chunk {pl.chunk_size}",
+            file=sys.stderr,
+        )
     log = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr))
     from .mechanisms import _clearance
+
     if "wear" in spec and _clearance.wear_on(spec):
-        log("note: run reports the wear rates of one steady window (wear.updates, wear.cycles_per_update and "
-            "wear.smoothing are read by `jaxclear wear`, which evolves the bushing over cycles)")
+        log(
+            "note: run reports the wear rates of one steady window (wear.updates, wear.cycles_per_update and "
+            "wear.smoothing are read by `jaxclear wear`, which evolves the bushing over cycles)"
+        )
     try:
         cache = False if args.no_compile_cache else (args.cache_dir or True)
         ticks = {"auto": "auto", "on": True, "off": False}[args.progress_ticks]
-        table, summary, _ = sweep.run(spec, out=out, progress=bar, log=log, force=args.force, compile_cache=cache,
-                                      stage=bar.stage, ticks=ticks, cluster=args.cluster)
+        table, summary, _ = sweep.run(
+            spec,
+            out=out,
+            progress=bar,
+            log=log,
+            force=args.force,
+            compile_cache=cache,
+            stage=bar.stage,
+            ticks=ticks,
+            cluster=args.cluster,
+        )
     except specmod.SpecError as e:
         print(f"jaxclear: error: {e}", file=sys.stderr)
         return 2
@@ -195,8 +234,10 @@ def cmd_run(args):
         print(f"jaxclear: error: --cluster {args.cluster}: {e}", file=sys.stderr)
         return 2
     if not lead:
-        print(f"process {parallel.process_index()}/{parallel.process_count()}: "
-              f"{summary['chunks_computed']} chunks computed in total, results in {out}/")
+        print(
+            f"process {parallel.process_index()}/{parallel.process_count()}: "
+            f"{summary['chunks_computed']} chunks computed in total, results in {out}/"
+        )
         return 0
     if args.quiet:  # the log was silent: questionable results are still said (sweep.run logs them otherwise)
         for w in summary.get("warnings", []):
@@ -210,6 +251,7 @@ def cmd_show(args):
     """Summary of a run directory from its store (finished or not); regenerates DIR/plots."""
     import numpy as np
     from . import sweep
+
     try:
         res = sweep.load(args.dir)
     except (FileNotFoundError, ValueError) as e:
@@ -218,14 +260,22 @@ def cmd_show(args):
     at, done = res.attrs, res.variant_done
     fin = np.asarray(res.metrics.get("finite", np.zeros(len(done), bool)), bool)
     failed = [int(i) for i in np.nonzero(done & ~fin)[0]]
-    print(f"{at['name']}: spec_hash {at['spec_hash']} (jaxclear {at['version']}), store {sweep.store.path_of(args.dir)}")
-    print(f"variants done {int(done.sum())}/{at['n_variants']}, chunks done {int(res.chunk_done.sum())}/{at['n_chunks']}"
-          + (f" (missing: {_ranges(res.missing_chunks)})" if res.missing_chunks else ""))
-    print(f"failed variants: {len(failed)}" + (f" {failed[:20]}" + (" ..." if len(failed) > 20 else "") if failed else ""))
+    print(
+        f"{at['name']}: spec_hash {at['spec_hash']} (jaxclear {at['version']}), store {sweep.store.path_of(args.dir)}"
+    )
+    print(
+        f"variants done {int(done.sum())}/{at['n_variants']}, chunks done {int(res.chunk_done.sum())}/{at['n_chunks']}"
+        + (f" (missing: {_ranges(res.missing_chunks)})" if res.missing_chunks else "")
+    )
+    print(
+        f"failed variants: {len(failed)}" + (f" {failed[:20]}" + (" ..." if len(failed) > 20 else "") if failed else "")
+    )
     if res.summary:
         s = res.summary
-        print(f"wall {s['wall_s']:.2f} s, compile {s['compile_s']:.2f} s, "
-              f"{(s['variant_steps_per_s'] or 0):.4g} variant-steps/s, {s['device_count']}× {s['device_kind']}")
+        print(
+            f"wall {s['wall_s']:.2f} s, compile {s['compile_s']:.2f} s, "
+            f"{(s['variant_steps_per_s'] or 0):.4g} variant-steps/s, {s['device_count']}× {s['device_kind']}"
+        )
         for w in s.get("warnings", []):
             print(f"warning: {w['message']}")
     if done.any():
@@ -253,6 +303,7 @@ def _ranges(idx):
 def cmd_export(args):
     """The metrics table of a run directory as csv or parquet."""
     from . import sweep
+
     try:
         dest = sweep.export(args.dir, args.format, args.output)
     except (FileNotFoundError, ValueError, ImportError) as e:
@@ -266,24 +317,43 @@ def cmd_serve(args):
     """The sweep service (``jaxclear.service.serve``): HTTP API + HTML page + worker processes."""
     import os
     from . import service
+
     token = args.token or os.environ.get("JAXCLEAR_TOKEN") or None
     from . import parallel
+
     per_worker = args.cpu_devices or max(1, parallel.usable_cores() // max(1, args.workers))
     os.environ["JAXCLEAR_CPU_DEVICES"] = str(per_worker)  # read by each worker before JAX starts
-    os.environ["JAXCLEAR_CPU_DEVICES_SOURCE"] = ("serve --cpu-devices" if args.cpu_devices else
-                                                 f"serve: {parallel.usable_cores()} usable cores / {args.workers} worker(s)")
-    lim = service.Limits(max_spec_bytes=args.max_spec_bytes, max_variants=args.max_variants,
-                         max_steps=args.max_steps, max_queued=args.max_queued,
-                         max_store_bytes=args.max_store_bytes)
+    os.environ["JAXCLEAR_CPU_DEVICES_SOURCE"] = (
+        "serve --cpu-devices"
+        if args.cpu_devices
+        else f"serve: {parallel.usable_cores()} usable cores / {args.workers} worker(s)"
+    )
+    lim = service.Limits(
+        max_spec_bytes=args.max_spec_bytes,
+        max_variants=args.max_variants,
+        max_steps=args.max_steps,
+        max_queued=args.max_queued,
+        max_store_bytes=args.max_store_bytes,
+    )
     try:
-        service.serve(args.host, args.port, args.data, token=token, workers=args.workers,
-                      cache_dir=args.cache_dir, limits=lim, cluster=args.cluster)
+        service.serve(
+            args.host,
+            args.port,
+            args.data,
+            token=token,
+            workers=args.workers,
+            cache_dir=args.cache_dir,
+            limits=lim,
+            cluster=args.cluster,
+        )
     except (ValueError, service.DataDirBusy) as e:
         print(f"jaxclear: error: {e}", file=sys.stderr)
         return 2
     except ImportError as e:
-        print(f"jaxclear: error: jaxclear serve needs the 'service' extra (pip install 'jaxclear[service]'): {e}",
-              file=sys.stderr)
+        print(
+            f"jaxclear: error: jaxclear serve needs the 'service' extra (pip install 'jaxclear[service]'): {e}",
+            file=sys.stderr,
+        )
         return 2
     return 0
 
@@ -291,6 +361,7 @@ def cmd_serve(args):
 def _client(args):
     import os
     from .client import Client
+
     return Client(args.server, token=args.token or os.environ.get("JAXCLEAR_TOKEN") or None)
 
 
@@ -304,6 +375,7 @@ def _status_line(s):
 def cmd_submit(args):
     """Submit a spec to a service; prints the job id (with --wait, waits and prints the status)."""
     from .client import JobFailed, ServiceError
+
     path = Path(args.spec) if args.spec else DEFAULT_SPEC
     if not path.is_file():
         print(f"jaxclear: error: spec file {str(path)!r} does not exist", file=sys.stderr)
@@ -331,6 +403,7 @@ def cmd_submit(args):
 def _service_call(args, fn):
     """Run ``fn(client)`` against the service; errors as 'jaxclear: error: ...' with status 2."""
     from .client import ServiceError
+
     try:
         fn(_client(args))
     except ServiceError as e:
@@ -344,6 +417,7 @@ def _service_call(args, fn):
 
 def cmd_status(args):
     """Status of one job (or of all jobs) on a service."""
+
     def show(c):
         if args.job:
             s = c.job(args.job).status()
@@ -351,15 +425,18 @@ def cmd_status(args):
         else:
             jobs = [j.info for j in c.jobs()]
             print(json.dumps(jobs, indent=2) if args.json else "\n".join(_status_line(s) for s in jobs))
+
     return _service_call(args, show)
 
 
 def cmd_cancel(args):
     """Cancel one job on a service (queued: at once; running: at its next progress report)."""
+
     def cancel(c):
         job = c.job(args.job)
         s = job.cancel()
         print(_status_line(job.wait(raise_on_failure=False) if args.wait else s))
+
     return _service_call(args, cancel)
 
 
@@ -372,6 +449,7 @@ def _load_and_compute(args, compute):
     """Load ``args.spec`` with its --set overrides and return (compute(spec), output dir);
     a SpecError (bad spec or input) is printed and gives None (exit status 2)."""
     from . import spec as specmod
+
     try:
         spec = specmod.load(args.spec, args.set or ())
         res = compute(spec)
@@ -384,6 +462,7 @@ def _load_and_compute(args, compute):
 def cmd_sensitivity(args):
     """Derivatives of the peak metrics w.r.t. spec keys (``jaxclear.sensitivity``)."""
     from . import sensitivity
+
     keys = [k.strip() for k in ",".join(args.wrt).split(",") if k.strip()]
     got = _load_and_compute(args, lambda spec: sensitivity.compute(spec, keys, mode=args.mode, log=_log(args)))
     if got is None:
@@ -391,8 +470,10 @@ def cmd_sensitivity(args):
     res, out = got
     sensitivity.write(res, out)
     n = len(res["finite"])
-    print(f"{n} variant(s), {res['steps_per_variant']} steps, {res['mode']} mode: "
-          f"{res['wall_s']:.3g} s (+ {res['compile_s']:.3g} s compile)")
+    print(
+        f"{n} variant(s), {res['steps_per_variant']} steps, {res['mode']} mode: "
+        f"{res['wall_s']:.3g} s (+ {res['compile_s']:.3g} s compile)"
+    )
     prim = res["primary"]
     twin = prim.replace("smooth_", "", 1)
     for m in dict.fromkeys((twin, prim) if twin in res["metrics"] else (prim,)):
@@ -410,6 +491,7 @@ def cmd_wear(args):
     import numpy as np
 
     from . import spec as specmod, wear_evolution
+
     try:
         spec = wear_evolution.load_spec(Path(args.spec), args.set or ())
     except specmod.SpecError as e:
@@ -421,10 +503,12 @@ def cmd_wear(args):
     try:
         if keys:  # before the run: a bad key costs nothing
             from . import sensitivity
+
             sensitivity.check_keys(spec, keys)
         table, summary = wear_evolution.run(spec, out, log=log, force=args.force)
         if keys:
             from . import sweep
+
             log(f"gradients of {wear_evolution.PEAK} after {spec['wear']['updates']} updates w.r.t. {', '.join(keys)}")
             sweep.write_csv(out / "wear_sensitivity.csv", wear_evolution.sensitivity(spec, keys))
     except specmod.SpecError as e:
@@ -432,13 +516,21 @@ def cmd_wear(args):
         return 2
     U = summary["updates"]
     last = table["update"] == U
-    for col, unit, sc in (("max_radial_clearance_m", "µm", 1e6), ("max_wear_depth_m", "µm", 1e6),
-                          ("worn_volume_m3", "mm³", 1e9), ("peak_contact_force_steady_N", "N", 1.0)):
+    for col, unit, sc in (
+        ("max_radial_clearance_m", "µm", 1e6),
+        ("max_wear_depth_m", "µm", 1e6),
+        ("worn_volume_m3", "mm³", 1e9),
+        ("peak_contact_force_steady_N", "N", 1.0),
+    ):
         if col in table:
             v0, v1 = table[col][table["update"] == 0] * sc, table[col][last] * sc
-            print(f"{col:32s} new {np.nanmedian(v0):10.4g} -> after {U} updates {np.nanmedian(v1):10.4g} {unit} (median)")
-    print(f"{summary['n_variants']} variant(s), {U} updates of {', '.join(f'{c:g}' for c in summary['cycles_per_update'])} "
-          f"cycles: {summary['elapsed_s']:.3g} s")
+            print(
+                f"{col:32s} new {np.nanmedian(v0):10.4g} -> after {U} updates {np.nanmedian(v1):10.4g} {unit} (median)"
+            )
+    print(
+        f"{summary['n_variants']} variant(s), {U} updates of {', '.join(f'{c:g}' for c in summary['cycles_per_update'])} "
+        f"cycles: {summary['elapsed_s']:.3g} s"
+    )
     files = "wear.zarr, wear_metrics.csv, wear_summary.json, plots/" + (", wear_sensitivity.csv" if keys else "")
     print(f"results in {out}/ ({files})")
     return 0
@@ -447,13 +539,16 @@ def cmd_wear(args):
 def cmd_identify(args):
     """Fit clearance parameters to a measurement (``jaxclear.identify``)."""
     from . import identify
+
     got = _load_and_compute(args, lambda spec: identify.fit(spec, log=_log(args), iterations=args.iterations))
     if got is None:
         return 2
     res, out = got
     identify.write(res, out)
-    print(f"{res['optimizer']}, {res['iterations']} iterations x {len(res['starts'])} starts: "
-          f"loss {res['loss']:.4g} ({res['wall_s']:.3g} s)")
+    print(
+        f"{res['optimizer']}, {res['iterations']} iterations x {len(res['starts'])} starts: "
+        f"loss {res['loss']:.4g} ({res['wall_s']:.3g} s)"
+    )
     truth = res["source"].get("truth", {})
     for k, v in res["parameters"].items():
         t = f"   truth {truth[k]:.6g}" if k in truth else ""
@@ -464,8 +559,10 @@ def cmd_identify(args):
 
 EXAMPLES = {
     "plan": "jaxclear plan sweeps/default.toml\n  jaxclear plan sweeps/default.toml --no-probe --json",
-    "run": ("jaxclear run sweeps/flores_slider_crank.toml --out runs/flores\n"
-            "  jaxclear run sweeps/default.toml --set integrator.revolutions=1 --cpu-devices 1"),
+    "run": (
+        "jaxclear run sweeps/flores_slider_crank.toml --out runs/flores\n"
+        "  jaxclear run sweeps/default.toml --set integrator.revolutions=1 --cpu-devices 1"
+    ),
     "show": "jaxclear show runs/flores",
     "export": "jaxclear export runs/flores --format parquet --output flores.parquet",
     "serve": "jaxclear serve --port 8642 --workers 1 --data jaxclear-data",
@@ -474,34 +571,50 @@ EXAMPLES = {
     "cancel": "jaxclear cancel 3f2a9c1e",
     "sensitivity": "jaxclear sensitivity sweeps/sensitivity_slider_crank.toml --wrt joint.clearance_m,laws.restitution",
     "identify": "jaxclear identify sweeps/identify_clearance.toml --iterations 10",
-    "wear": ("jaxclear wear sweeps/wear_evolution.toml --out runs/wear_evolution\n"
-             "  jaxclear wear sweeps/wear_evolution.toml --set wear.updates=4 --wrt wear.coefficient_m2_per_N,joint.clearance_m"),
+    "wear": (
+        "jaxclear wear sweeps/wear_evolution.toml --out runs/wear_evolution\n"
+        "  jaxclear wear sweeps/wear_evolution.toml --set wear.updates=4 --wrt wear.coefficient_m2_per_N,joint.clearance_m"
+    ),
 }
 
 
 def _parser(sub, name, help_):
-    return sub.add_parser(name, help=help_, description=help_[:1].upper() + help_[1:] + ".",
-                          epilog="example:\n  " + EXAMPLES[name],
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    return sub.add_parser(
+        name,
+        help=help_,
+        description=help_[:1].upper() + help_[1:] + ".",
+        epilog="example:\n  " + EXAMPLES[name],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
 
 def _cpu_option(p):
-    p.add_argument("--cpu-devices", type=int, metavar="N",
-                   help="split the CPU into N XLA devices that run a chunk side by side (default: every usable "
-                        "core; ignored on GPU/TPU)")
+    p.add_argument(
+        "--cpu-devices",
+        type=int,
+        metavar="N",
+        help="split the CPU into N XLA devices that run a chunk side by side (default: every usable "
+        "core; ignored on GPU/TPU)",
+    )
 
 
 def main(argv=None):
     from . import __version__
-    ap = argparse.ArgumentParser(prog="jaxclear", description="Dynamics of mechanisms with clearance joints.",
-                                 epilog="example:\n  jaxclear run sweeps/flores_slider_crank.toml --out runs/flores\n"
-                                        "  jaxclear <command> --help   (options and an example of each command)",
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    ap = argparse.ArgumentParser(
+        prog="jaxclear",
+        description="Dynamics of mechanisms with clearance joints.",
+        epilog="example:\n  jaxclear run sweeps/flores_slider_crank.toml --out runs/flores\n"
+        "  jaxclear <command> --help   (options and an example of each command)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--version", action="version", version=f"jaxclear {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     pp = _parser(sub, "plan", "print variants, axes, chunking, memory, store size and estimated run time")
     pp.add_argument("spec", nargs="?", help="TOML spec (default: sweeps/default.toml)")
-    pp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value, e.g. joint.clearance_m=2.5e-4")
+    pp.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="override a spec value, e.g. joint.clearance_m=2.5e-4"
+    )
     pp.add_argument("--json", action="store_true", help="print the estimate as JSON")
     pp.add_argument("--probe-steps", type=int, default=200, help="steps of the timing probe (default 200)")
     pp.add_argument("--no-probe", action="store_true", help="no compile / timing probe (sizes only)")
@@ -510,21 +623,35 @@ def main(argv=None):
     r = _parser(sub, "run", "run a sweep spec (default: sweeps/default.toml)")
     r.add_argument("spec", nargs="?", help="TOML spec (default: sweeps/default.toml)")
     r.add_argument("--out", help="output directory (default: runs/<sweep.name>)")
-    r.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value, e.g. joint.clearance_m=2.5e-4")
+    r.add_argument(
+        "--set", action="append", metavar="KEY=VALUE", help="override a spec value, e.g. joint.clearance_m=2.5e-4"
+    )
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--force", action="store_true", help="delete a store of another spec in DIR and start over")
-    r.add_argument("--cache-dir", help="persistent compilation cache (default: $JAXCLEAR_CACHE_DIR or ~/.cache/jaxclear/xla)")
+    r.add_argument(
+        "--cache-dir", help="persistent compilation cache (default: $JAXCLEAR_CACHE_DIR or ~/.cache/jaxclear/xla)"
+    )
     r.add_argument("--no-compile-cache", action="store_true", help="do not use the persistent compilation cache")
-    r.add_argument("--cluster", metavar="ADDRESS",
-                   help="run every pending chunk as a task on a Dask cluster: scheduler address (tcp://host:8786), "
-                        "scheduler file (.json), or local[:N] (N local worker processes); needs 'jaxclear[dask]'")
-    r.add_argument("--progress-ticks", choices=("auto", "on", "off"), default="auto",
-                   help="progress within a chunk from the running computation; such executables skip the "
-                        "persistent compile cache, so 'auto' uses them only for chunks of >= 2e7 variant-steps")
+    r.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run every pending chunk as a task on a Dask cluster: scheduler address (tcp://host:8786), "
+        "scheduler file (.json), or local[:N] (N local worker processes); needs 'jaxclear[dask]'",
+    )
+    r.add_argument(
+        "--progress-ticks",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="progress within a chunk from the running computation; such executables skip the "
+        "persistent compile cache, so 'auto' uses them only for chunks of >= 2e7 variant-steps",
+    )
     _cpu_option(r)
     mh = r.add_argument_group("multi-host (jax.distributed; one process per host, all on the same --out)")
-    mh.add_argument("--distributed", action="store_true",
-                    help="join a multi-process run, cluster auto-detected (SLURM, Open MPI, JAX_* variables)")
+    mh.add_argument(
+        "--distributed",
+        action="store_true",
+        help="join a multi-process run, cluster auto-detected (SLURM, Open MPI, JAX_* variables)",
+    )
     mh.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0")
     mh.add_argument("--num-processes", type=int, metavar="N", help="number of processes")
     mh.add_argument("--process-id", type=int, metavar="I", help="rank of this process, 0..N-1")
@@ -544,20 +671,35 @@ def main(argv=None):
     sv.add_argument("--token", help="bearer token required on every request (default $JAXCLEAR_TOKEN)")
     sv.add_argument("--workers", type=int, default=1, help="sweeps run at the same time (default 1)")
     sv.add_argument("--cache-dir", help="persistent compilation cache (default DATA/xla-cache)")
-    sv.add_argument("--cluster", metavar="ADDRESS",
-                    help="run each job's chunks as tasks on this Dask cluster (scheduler address or file)")
+    sv.add_argument(
+        "--cluster",
+        metavar="ADDRESS",
+        help="run each job's chunks as tasks on this Dask cluster (scheduler address or file)",
+    )
     sv.add_argument("--max-spec-bytes", type=int, default=256 * 1024, help="largest spec accepted (default 256 KiB)")
     sv.add_argument("--max-variants", type=int, default=100_000, help="most variants per job (default 100000)")
-    sv.add_argument("--max-steps", type=lambda x: int(float(x)), default=10**12, help="most variant-steps per job (default 1e12)")
-    sv.add_argument("--max-store-bytes", type=lambda x: int(float(x)), default=16 * 2**30,
-                    help="largest histories of one job (default 16 GiB)")
+    sv.add_argument(
+        "--max-steps", type=lambda x: int(float(x)), default=10**12, help="most variant-steps per job (default 1e12)"
+    )
+    sv.add_argument(
+        "--max-store-bytes",
+        type=lambda x: int(float(x)),
+        default=16 * 2**30,
+        help="largest histories of one job (default 16 GiB)",
+    )
     sv.add_argument("--max-queued", type=int, default=1000, help="most jobs queued or running (default 1000)")
-    sv.add_argument("--cpu-devices", type=int, metavar="N",
-                    help="CPU devices of each worker (default: the usable cores divided among the workers)")
+    sv.add_argument(
+        "--cpu-devices",
+        type=int,
+        metavar="N",
+        help="CPU devices of each worker (default: the usable cores divided among the workers)",
+    )
     sv.set_defaults(func=cmd_serve)
-    for name, hlp in (("submit", "submit a spec to a service; prints the job id"),
-                      ("status", "status of a job (or all jobs) on a service"),
-                      ("cancel", "cancel a queued or running job on a service")):
+    for name, hlp in (
+        ("submit", "submit a spec to a service; prints the job id"),
+        ("status", "status of a job (or all jobs) on a service"),
+        ("cancel", "cancel a queued or running job on a service"),
+    ):
         c = _parser(sub, name, hlp)
         if name == "submit":
             c.add_argument("spec", nargs="?", help="TOML spec (default: sweeps/default.toml)")
@@ -576,18 +718,29 @@ def main(argv=None):
         c.add_argument("--token", help="bearer token (default $JAXCLEAR_TOKEN)")
     se = _parser(sub, "sensitivity", "derivatives of peak contact force and amplification factors w.r.t. spec keys")
     se.add_argument("spec", help="TOML spec, e.g. sweeps/sensitivity_slider_crank.toml")
-    se.add_argument("--wrt", action="append", required=True, metavar="KEY[,KEY...]",
-                    help="dotted spec keys (as --set takes), e.g. joint.clearance_m,laws.restitution; "
-                         "profile.points for the points of a measured bushing")
+    se.add_argument(
+        "--wrt",
+        action="append",
+        required=True,
+        metavar="KEY[,KEY...]",
+        help="dotted spec keys (as --set takes), e.g. joint.clearance_m,laws.restitution; "
+        "profile.points for the points of a measured bushing",
+    )
     se.add_argument("--out", help="output directory (default: runs/<sweep.name>)")
     se.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value")
-    se.add_argument("--mode", choices=("auto", "forward", "reverse"), default="auto",
-                    help="forward (jvp) or reverse (vjp with checkpointing) mode; auto: forward when keys <= metrics")
+    se.add_argument(
+        "--mode",
+        choices=("auto", "forward", "reverse"),
+        default="auto",
+        help="forward (jvp) or reverse (vjp with checkpointing) mode; auto: forward when keys <= metrics",
+    )
     se.add_argument("--quiet", action="store_true", help="no progress messages")
     _cpu_option(se)
     se.set_defaults(func=cmd_sensitivity)
     idp = _parser(sub, "identify", "fit clearance / wear / law parameters to a measured or synthetic signal")
-    idp.add_argument("spec", help="TOML spec with [identify] and [measurement] or [truth], e.g. sweeps/identify_clearance.toml")
+    idp.add_argument(
+        "spec", help="TOML spec with [identify] and [measurement] or [truth], e.g. sweeps/identify_clearance.toml"
+    )
     idp.add_argument("--out", help="output directory (default: runs/<sweep.name>)")
     idp.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value")
     idp.add_argument("--iterations", type=int, help="override identify.iterations")
@@ -598,9 +751,13 @@ def main(argv=None):
     we.add_argument("spec", help="TOML spec with a [wear] table, e.g. sweeps/wear_evolution.toml")
     we.add_argument("--out", help="output directory (default: runs/<sweep.name>); rerun to resume")
     we.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value, e.g. wear.updates=4")
-    we.add_argument("--wrt", action="append", metavar="KEY[,KEY...]",
-                    help="also write the gradients of the smooth peak contact force after the last update "
-                         "(wear_sensitivity.csv), e.g. wear.coefficient_m2_per_N,joint.clearance_m")
+    we.add_argument(
+        "--wrt",
+        action="append",
+        metavar="KEY[,KEY...]",
+        help="also write the gradients of the smooth peak contact force after the last update "
+        "(wear_sensitivity.csv), e.g. wear.coefficient_m2_per_N,joint.clearance_m",
+    )
     we.add_argument("--force", action="store_true", help="delete another spec's evolution in DIR and start over")
     we.add_argument("--quiet", action="store_true", help="no progress messages")
     _cpu_option(we)
@@ -608,6 +765,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.cmd in ("plan", "run", "sensitivity", "identify", "wear"):
         from . import parallel  # before JAX starts its backends
+
         try:
             parallel.set_cpu_devices(args.cpu_devices)
         except ValueError as e:

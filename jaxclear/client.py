@@ -72,6 +72,7 @@ class Metrics(dict):
 
     def to_pandas(self):
         import pandas as pd
+
         return pd.DataFrame(dict(self))
 
 
@@ -145,8 +146,19 @@ class Job:
     def progress(self) -> dict:
         """status, variants_done, variants_total, progress (0..1), variant_steps_per_s, eta_s, error."""
         s = self.status()
-        return {k: s.get(k) for k in ("status", "variants_done", "variants_total", "progress",
-                                      "variant_steps_per_s", "eta_s", "error", "queue_position")}
+        return {
+            k: s.get(k)
+            for k in (
+                "status",
+                "variants_done",
+                "variants_total",
+                "progress",
+                "variant_steps_per_s",
+                "eta_s",
+                "error",
+                "queue_position",
+            )
+        }
 
     def wait(self, timeout=None, poll_s=0.5, raise_on_failure=True) -> dict:
         """Poll until the job is done, failed or cancelled; returns its status.  TimeoutError after
@@ -159,8 +171,10 @@ class Job:
                     raise JobFailed(f"job {self.id} {s['status']}: {s.get('error') or ''}".rstrip(": "))
                 return s
             if timeout is not None and time.monotonic() - t0 > timeout:
-                raise TimeoutError(f"job {self.id} still {s['status']} after {timeout} s "
-                                   f"({s['variants_done']}/{s['variants_total']} variants)")
+                raise TimeoutError(
+                    f"job {self.id} still {s['status']} after {timeout} s "
+                    f"({s['variants_done']}/{s['variants_total']} variants)"
+                )
             time.sleep(poll_s)
 
     def cancel(self) -> dict:
@@ -182,6 +196,7 @@ class Job:
     def download_store(self, dest) -> Path:
         """The job's store.zarr, unpacked into ``dest`` (a folder): ``jaxclear.sweep.load(dest)`` reads it."""
         import zipfile
+
         raw = self.client._request("GET", f"/api/jobs/{self.id}/store.zip")[0]
         dest = Path(dest)
         dest.mkdir(parents=True, exist_ok=True)

@@ -73,15 +73,16 @@ def connect(address, n_workers=None):
             raise ValueError(f"cluster {a!r}: expected local or local:N with N >= 1 worker processes")
         n = n_workers or (int(tail) if tail else os.cpu_count() or 1)
         import dask
+
         # spawn whatever the user's dask config says: this process may already have initialised JAX
         with dask.config.set({"distributed.worker.multiprocessing-method": "spawn"}):
-            lc = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                          dashboard_address=None)
+            lc = distributed.LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
         client = distributed.Client(lc)
 
         def close():
             client.close()
             lc.close()
+
         return client, close
     if a.endswith(".json") and Path(a).is_file():
         client = distributed.Client(scheduler_file=a)
@@ -98,6 +99,7 @@ def worker_state():
 def _plan_of(spec, h, chunk_size):
     """The spec's Plan on this worker (computed once per spec and chunk size)."""
     from . import sweep
+
     key = (h, int(chunk_size))
     if key not in _PLANS:
         with warnings.catch_warnings():  # the client has shown the plan's warnings already
@@ -114,6 +116,7 @@ def chunk_task(spec, h, chunk_size, out, ci, compile_cache=None):
     write it into the store of ``out`` (``sweep.compute_chunk``).  Returns its stats with the
     worker's pid.  Refuses a store of another spec (replaced since the task was submitted)."""
     from . import parallel, store, sweep
+
     with _LOCK:
         _STATE.update(chunk=int(ci), phase="plan")
         try:
@@ -121,8 +124,10 @@ def chunk_task(spec, h, chunk_size, out, ci, compile_cache=None):
             pl = _plan_of(spec, h, chunk_size)
             st = store.open(out)
             if st.attrs.get("spec_hash") != h:
-                raise RuntimeError(f"{store.path_of(out)} now holds spec_hash {st.attrs.get('spec_hash')}, "
-                                   f"not {h}: chunk {ci} not written")
+                raise RuntimeError(
+                    f"{store.path_of(out)} now holds spec_hash {st.attrs.get('spec_hash')}, "
+                    f"not {h}: chunk {ci} not written"
+                )
             _STATE["phase"] = "compute"
             _, _, stats = sweep.compute_chunk(spec, pl, ci, st)
         finally:
@@ -130,17 +135,26 @@ def chunk_task(spec, h, chunk_size, out, ci, compile_cache=None):
     return {**stats, "pid": os.getpid()}
 
 
-def compute_pending(cluster, spec, pl, h, out, pending, *, done, progress=None, plog=None, log=None,
-                    compile_cache=True):
+def compute_pending(
+    cluster, spec, pl, h, out, pending, *, done, progress=None, plog=None, log=None, compile_cache=True
+):
     """Run the ``pending`` chunks as tasks on ``cluster`` (see ``connect``), writing into the
     store of ``out``; progress.jsonl lines and ``progress(n)`` as chunks finish.  Returns stats:
     steps, run_s and compile_s (the busiest worker's sums), variant_steps_per_s (sum over
     workers of their steps / run_s), workers, retried (tasks whose first worker died), address."""
     from . import store, sweep
+
     distributed = _distributed()
     if not pending:  # everything reused from the store: no cluster needed
-        return {"steps": 0, "run_s": 0.0, "compile_s": 0.0, "variant_steps_per_s": None, "workers": 0,
-                "retried": 0, "address": str(cluster)}
+        return {
+            "steps": 0,
+            "run_s": 0.0,
+            "compile_s": 0.0,
+            "variant_steps_per_s": None,
+            "workers": 0,
+            "retried": 0,
+            "address": str(cluster),
+        }
     client, close = connect(cluster)
     cc = None if compile_cache is True else (False if compile_cache is False else str(compile_cache))
     B, n_steps = pl.n_variants, pl.cfg.n_steps
@@ -152,20 +166,34 @@ def compute_pending(cluster, spec, pl, h, out, pending, *, done, progress=None, 
         n_workers = len(client.nthreads())
         if log:
             log(f"cluster {client.scheduler.address}: {len(pending)} chunk tasks on {n_workers} workers")
-        futures = [client.submit(chunk_task, spec, h, pl.chunk_size, str(out), ci, cc,
-                                 key=f"jaxclear-chunk-{ci}-{h[:8]}-{run_id}", pure=False)
-                   for ci in pending]
+        futures = [
+            client.submit(
+                chunk_task,
+                spec,
+                h,
+                pl.chunk_size,
+                str(out),
+                ci,
+                cc,
+                key=f"jaxclear-chunk-{ci}-{h[:8]}-{run_id}",
+                pure=False,
+            )
+            for ci in pending
+        ]
         t0 = time.perf_counter()
         for k, fut in enumerate(distributed.as_completed(futures)):
             try:
                 s = fut.result()
             except distributed.client.FutureCancelledError:
-                raise RuntimeError(f"cluster task {fut.key} was cancelled (scheduler restarted?); "
-                                   "rerun to resume from the store") from None
+                raise RuntimeError(
+                    f"cluster task {fut.key} was cancelled (scheduler restarted?); rerun to resume from the store"
+                ) from None
             except distributed.KilledWorker as e:
-                raise RuntimeError(f"cluster task {fut.key} lost every worker it ran on ({e}); "
-                                   "the chunk may need more memory than a worker has; done chunks are "
-                                   "kept, rerun to resume from the store") from None
+                raise RuntimeError(
+                    f"cluster task {fut.key} lost every worker it ran on ({e}); "
+                    "the chunk may need more memory than a worker has; done chunks are "
+                    "kept, rerun to resume from the store"
+                ) from None
             w = by_pid.setdefault(s["pid"], [0, 0.0, 0.0])
             w[0] += s["variants"] * n_steps
             w[1] += s["run_s"]
@@ -174,9 +202,18 @@ def compute_pending(cluster, spec, pl, h, out, pending, *, done, progress=None, 
             if plog is not None:
                 el = time.perf_counter() - t0
                 rate = sum(v[0] / v[1] for v in by_pid.values() if v[1] > 0) or None
-                sweep.write_progress(plog, s["chunk"], 0, done, B, el, rate,
-                                     el / (k + 1) * (len(futures) - k - 1), worker_pid=s["pid"],
-                                     compile_s=round(s["compile_s"], 4))
+                sweep.write_progress(
+                    plog,
+                    s["chunk"],
+                    0,
+                    done,
+                    B,
+                    el,
+                    rate,
+                    el / (k + 1) * (len(futures) - k - 1),
+                    worker_pid=s["pid"],
+                    compile_s=round(s["compile_s"], 4),
+                )
             if progress:
                 progress(s["variants"])
         retried = _retried(client, futures)
@@ -187,11 +224,15 @@ def compute_pending(cluster, spec, pl, h, out, pending, *, done, progress=None, 
         close()
     store.remove_partial_files(out)  # temporaries of writers killed mid-chunk (no writer is left)
     rows = list(by_pid.values())
-    return {"steps": sum(r[0] for r in rows), "run_s": max((r[1] for r in rows), default=0.0),
-            "compile_s": max((r[2] for r in rows), default=0.0),
-            "variant_steps_per_s": sum(r[0] / r[1] for r in rows if r[1] > 0) or None,
-            "workers": len(rows), "retried": retried,
-            "address": str(cluster) if not isinstance(cluster, distributed.Client) else client.scheduler.address}
+    return {
+        "steps": sum(r[0] for r in rows),
+        "run_s": max((r[1] for r in rows), default=0.0),
+        "compile_s": max((r[2] for r in rows), default=0.0),
+        "variant_steps_per_s": sum(r[0] / r[1] for r in rows if r[1] > 0) or None,
+        "workers": len(rows),
+        "retried": retried,
+        "address": str(cluster) if not isinstance(cluster, distributed.Client) else client.scheduler.address,
+    }
 
 
 def _retried(client, futures):
@@ -201,6 +242,7 @@ def _retried(client, futures):
 
     def count(dask_scheduler=None, keys=keys):
         return sum(1 for k in keys if k in dask_scheduler.tasks and dask_scheduler.tasks[k].suspicious > 0)
+
     try:
         return int(client.run_on_scheduler(count))
     except Exception:  # older scheduler without task.suspicious, or tasks already forgotten

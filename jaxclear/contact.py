@@ -38,10 +38,25 @@ import numpy as np
 from jaxclear._math import safe_norm, safe_sqrt
 from jaxclear.laws import IMPACT_VELOCITY_FLOOR
 
-__all__ = ["ContactRegions", "WindowRegions", "detect", "detect_deepest", "detect_deepest_words",
-           "detect_window", "window_start", "update_impact_memory", "region_impact_memory",
-           "deepest_impact_memory", "window_impact_memory", "curvature", "curvature_bound", "RegionBound", "region_bound",
-           "REGION_MARGIN", "REGION_CAP"]
+__all__ = [
+    "ContactRegions",
+    "WindowRegions",
+    "detect",
+    "detect_deepest",
+    "detect_deepest_words",
+    "detect_window",
+    "window_start",
+    "update_impact_memory",
+    "region_impact_memory",
+    "deepest_impact_memory",
+    "window_impact_memory",
+    "curvature",
+    "curvature_bound",
+    "RegionBound",
+    "region_bound",
+    "REGION_MARGIN",
+    "REGION_CAP",
+]
 
 
 class ContactRegions(NamedTuple):
@@ -286,7 +301,7 @@ def _word_starts(words, n):
     for w in range(nw):
         width = MASK_CHUNK_BITS if w < nw - 1 else last_bits
         if w == 0:
-            carry = (words[nw - 1] >> (last_bits - 1)) & 1   # point N−1 precedes point 0
+            carry = (words[nw - 1] >> (last_bits - 1)) & 1  # point N−1 precedes point 0
         else:
             carry = (words[w - 1] >> (MASK_CHUNK_BITS - 1)) & 1
         prev = ((words[w] << 1) | carry) & ((1 << width) - 1 if width < MASK_CHUNK_BITS else full)
@@ -328,9 +343,17 @@ def detect_deepest_words(points, pin_center, pin_radius, refine: bool = False):
     idx = jnp.where(active, idx0[None], 0).astype(jnp.int32)
     depth, pb = _refined(p, c, R, idx, refine)
     normal, depth, pb = _normal_and_mask(pb, c, depth, active)
-    return ContactRegions(depth=depth, normal=normal, point_bushing=pb, point_pin=c + R * normal,
-                          active=active, index=idx, n_regions=n_regions,
-                          labels=jnp.where(mask, 0, 1).astype(jnp.int32), mask=mask), words
+    return ContactRegions(
+        depth=depth,
+        normal=normal,
+        point_bushing=pb,
+        point_pin=c + R * normal,
+        active=active,
+        index=idx,
+        n_regions=n_regions,
+        labels=jnp.where(mask, 0, 1).astype(jnp.int32),
+        mask=mask,
+    ), words
 
 
 MASK_CHUNK_BITS = 24  # bits per memory word: integers below 2^24 are exact in float32 and float64
@@ -353,8 +376,9 @@ def pack_mask(mask, dtype=jnp.float64):
     return jnp.sum(bits, axis=-1, dtype=jnp.int32).astype(dtype)
 
 
-def deepest_impact_memory(regions: ContactRegions, memory, region_delta_dot,
-                          floor: float = IMPACT_VELOCITY_FLOOR, words=None):
+def deepest_impact_memory(
+    regions: ContactRegions, memory, region_delta_dot, floor: float = IMPACT_VELOCITY_FLOOR, words=None
+):
     """Impact-velocity memory δ̇⁻ of the one-slot ``detect_deepest``.
 
     memory = [δ̇⁻ of the previous step (0: no contact), the previous contact mask as
@@ -377,16 +401,18 @@ def deepest_impact_memory(regions: ContactRegions, memory, region_delta_dot,
     return out, jnp.concatenate([out, words]), has
 
 
-def update_impact_memory(regions: ContactRegions, prev_mask, point_memory, region_delta_dot,
-                         floor: float = IMPACT_VELOCITY_FLOOR):
+def update_impact_memory(
+    regions: ContactRegions, prev_mask, point_memory, region_delta_dot, floor: float = IMPACT_VELOCITY_FLOOR
+):
     """Impact-velocity memory by region overlap; see ``region_impact_memory`` (drops its third
     output, the (K,) mask of regions that continue a previous contact)."""
     out, new_mem, _ = region_impact_memory(regions, prev_mask, point_memory, region_delta_dot, floor)
     return out, new_mem
 
 
-def region_impact_memory(regions: ContactRegions, prev_mask, point_memory, region_delta_dot,
-                         floor: float = IMPACT_VELOCITY_FLOOR):
+def region_impact_memory(
+    regions: ContactRegions, prev_mask, point_memory, region_delta_dot, floor: float = IMPACT_VELOCITY_FLOOR
+):
     """Impact-velocity memory δ̇⁻ by overlap of contact regions between two steps.
 
     point_memory (N,) holds δ̇⁻ (m/s) per profile point from the previous step (0 off contact).
@@ -454,8 +480,9 @@ def window_start(pin_center, n_points: int, window: int):
     return jnp.mod(kc - window // 2, n_points).astype(jnp.int32)
 
 
-def detect_window(points, pin_center, pin_radius, max_regions: int, window: int,
-                  refine: bool = False, start=None) -> WindowRegions:
+def detect_window(
+    points, pin_center, pin_radius, max_regions: int, window: int, refine: bool = False, start=None
+) -> WindowRegions:
     """``detect`` restricted to W = ``window`` consecutive profile points, with an overflow flag.
 
     points (N, 2), pin_center (2,), pin_radius, max_regions K, refine: as in ``detect``; the
@@ -536,14 +563,29 @@ def detect_window(points, pin_center, pin_radius, max_regions: int, window: int,
         bd = R - safe_sqrt((x0 - c[0]) ** 2 + (y0 - c[1]) ** 2)
     normal, depth, pb = _normal_and_mask(jnp.stack([bx, by], axis=-1), c, bd, active)
     gidx = jnp.where(active, jnp.mod(start + idx, n), 0).astype(jnp.int32)
-    return WindowRegions(depth=depth, normal=normal, point_bushing=pb, point_pin=c + R * normal,
-                         active=active, index=gidx, n_regions=n_regions, start=start,
-                         mask=m, labels=labels.astype(jnp.int32),
-                         overflow=overflow)
+    return WindowRegions(
+        depth=depth,
+        normal=normal,
+        point_bushing=pb,
+        point_pin=c + R * normal,
+        active=active,
+        index=gidx,
+        n_regions=n_regions,
+        start=start,
+        mask=m,
+        labels=labels.astype(jnp.int32),
+        overflow=overflow,
+    )
 
 
-def window_impact_memory(regions: WindowRegions, memory, region_delta_dot, n_points: int,
-                         floor: float = IMPACT_VELOCITY_FLOOR, max_shift: int = 2):
+def window_impact_memory(
+    regions: WindowRegions,
+    memory,
+    region_delta_dot,
+    n_points: int,
+    floor: float = IMPACT_VELOCITY_FLOOR,
+    max_shift: int = 2,
+):
     """``region_impact_memory`` on a window; memory (W + 1,) = δ̇⁻ [m/s] at the previous window's
     points, then that window's start index (stored as a float).
 
@@ -652,25 +694,36 @@ class RegionBound:
     def merge(self, other: "RegionBound", offset: int = 0) -> "RegionBound":
         """This bound and ``other`` (profiles numbered from ``offset``) together."""
         w_other = other.rho_ratio < self.rho_ratio
-        return RegionBound(single=self.single and other.single, slots=max(self.slots, other.slots),
-                           needed=max(self.needed, other.needed), rho_ratio=min(self.rho_ratio, other.rho_ratio),
-                           concave=self.concave or other.concave,
-                           worst=other.worst + offset if w_other else self.worst, count=self.count + other.count)
+        return RegionBound(
+            single=self.single and other.single,
+            slots=max(self.slots, other.slots),
+            needed=max(self.needed, other.needed),
+            rho_ratio=min(self.rho_ratio, other.rho_ratio),
+            concave=self.concave or other.concave,
+            worst=other.worst + offset if w_other else self.worst,
+            count=self.count + other.count,
+        )
 
     def reason(self, n_points: int, where: str = "") -> str:
         """One sentence: the choice and why (summary.json, ``jaxclear plan``); ``where`` names
         the worst profile (default: its index)."""
         ratio = "a concave point" if self.concave else f"ρ_min = {self.rho_ratio:.6g} × R_J"
-        head = (f"auto: {self.slots} slot{'s' if self.slots > 1 else ''}; smallest radius of curvature of the "
-                f"{n_points}-point bushing over {self.count} profile(s) (3-point circumscribed circles, "
-                f"with their estimated error taken off): {ratio}"
-                f" ({where or f'profile {self.worst}'})")
+        head = (
+            f"auto: {self.slots} slot{'s' if self.slots > 1 else ''}; smallest radius of curvature of the "
+            f"{n_points}-point bushing over {self.count} profile(s) (3-point circumscribed circles, "
+            f"with their estimated error taken off): {ratio}"
+            f" ({where or f'profile {self.worst}'})"
+        )
         if self.single:
-            return (head + f" >= (1 + {REGION_MARGIN:g}) × R_J: the journal touches one place at a time, "
-                    "one-pass deepest-region detection")
+            return (
+                head + f" >= (1 + {REGION_MARGIN:g}) × R_J: the journal touches one place at a time, "
+                "one-pass deepest-region detection"
+            )
         capped = f", capped at {REGION_CAP}" if self.needed > self.slots else ""
-        return (head + f" < (1 + {REGION_MARGIN:g}) × R_J or concave: up to {self.needed} regions (1 + sharp runs "
-                f"within a half-turn){capped}; multi-region detection")
+        return (
+            head + f" < (1 + {REGION_MARGIN:g}) × R_J or concave: up to {self.needed} regions (1 + sharp runs "
+            f"within a half-turn){capped}; multi-region detection"
+        )
 
 
 def _sharp_runs_in_half_turn(p, sharp):
@@ -730,13 +783,19 @@ def region_bound(points, journal_radius, margin: float = REGION_MARGIN, cap: int
     todo = np.flatnonzero(~single)
     step = max(1, (1 << 22) // (n * n))
     for i0 in range(0, len(todo), step):
-        ids = todo[i0:i0 + step]
+        ids = todo[i0 : i0 + step]
         S[ids] = _sharp_runs_in_half_turn(p[ids], sharp[ids])
         if 1 + S.max() >= cap:
             break
     needed = np.where(single, 1, 1 + S)
     slots = np.where(single, 1, np.minimum(cap, np.maximum(2, needed)))
     worst = int(np.argmin(ratio))
-    return RegionBound(single=bool(np.all(single)), slots=int(np.max(slots)), needed=int(np.max(needed)),
-                       rho_ratio=float(ratio[worst]), concave=bool(np.any(concave)), worst=worst,
-                       count=int(p.shape[0]))
+    return RegionBound(
+        single=bool(np.all(single)),
+        slots=int(np.max(slots)),
+        needed=int(np.max(needed)),
+        rho_ratio=float(ratio[worst]),
+        concave=bool(np.any(concave)),
+        worst=worst,
+        count=int(p.shape[0]),
+    )

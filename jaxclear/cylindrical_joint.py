@@ -162,8 +162,9 @@ def misaligned_axis(angle_x, angle_y, dtype=None):
 
 def _mv(R, v):
     """R v for R (..., 3, 3), v (..., 3), written out elementwise (no batched dot)."""
-    return jnp.stack([R[..., i, 0] * v[..., 0] + R[..., i, 1] * v[..., 1] + R[..., i, 2] * v[..., 2]
-                      for i in range(3)], -1)
+    return jnp.stack(
+        [R[..., i, 0] * v[..., 0] + R[..., i, 1] * v[..., 1] + R[..., i, 2] * v[..., 2] for i in range(3)], -1
+    )
 
 
 def _dot(a, b):
@@ -218,8 +219,13 @@ def geometry(p: Params, kin: Kinematics, axial=True):
     depth_ax = sgn * _dot(rel, a) + p.pin_radius * reach - face
     n_ax = sgn[:, None] * a
     q_ax = ends + p.pin_radius * sgn[:, None] * lever
-    return (jnp.concatenate([depth_rad, depth_ax]), jnp.concatenate([n_rad, n_ax]),
-            jnp.concatenate([q_rad, q_ax]), jnp.concatenate([ends, ends]), *outputs)
+    return (
+        jnp.concatenate([depth_rad, depth_ax]),
+        jnp.concatenate([n_rad, n_ax]),
+        jnp.concatenate([q_rad, q_ax]),
+        jnp.concatenate([ends, ends]),
+        *outputs,
+    )
 
 
 def evaluate(cfg: Config, p: Params, kin: Kinematics, memory):
@@ -251,8 +257,17 @@ def evaluate(cfg: Config, p: Params, kin: Kinematics, memory):
         dd_minus = jnp.where(active, dd_minus, 0.0)
         k = len(depth)
         stiff = jnp.stack([p.stiffness, p.stiffness, p.axial_stiffness, p.axial_stiffness][:k])
-        fn = laws.normal_force(cfg.normal_law, depth, delta_dot, dd_minus, stiff, exponent=p.exponent,
-                               restitution=p.restitution, damping=p.damping, static_exponent=cfg.exponent)
+        fn = laws.normal_force(
+            cfg.normal_law,
+            depth,
+            delta_dot,
+            dd_minus,
+            stiff,
+            exponent=p.exponent,
+            restitution=p.restitution,
+            damping=p.damping,
+            static_exponent=cfg.exponent,
+        )
         fn = jnp.where(active, fn, 0.0)
         ft = laws.friction_force(cfg.friction, slip, fn, p.friction_coefficient, p.v0, p.v1)  # ≤ 0
         t_hat = v_t / jnp.where(slip > 0, slip, 1.0)[:, None]
@@ -261,8 +276,24 @@ def evaluate(cfg: Config, p: Params, kin: Kinematics, memory):
         moment_b = _sum_rows(jnp.cross(q_b - kin.x_b, f_b))
         force_a = -force_b
         moment_a = -_sum_rows(jnp.cross(q_a - kin.x_a, f_b))
-    out = Force(force_b, moment_b, force_a, moment_a, fn, jnp.abs(ft), jnp.where(active, depth, 0.0), active,
-                q_b, q_a, n, started, jnp.sum(started, dtype=jnp.int32), offset, tilt, axial_pos)
+    out = Force(
+        force_b,
+        moment_b,
+        force_a,
+        moment_a,
+        fn,
+        jnp.abs(ft),
+        jnp.where(active, depth, 0.0),
+        active,
+        q_b,
+        q_a,
+        n,
+        started,
+        jnp.sum(started, dtype=jnp.int32),
+        offset,
+        tilt,
+        axial_pos,
+    )
     return out, dd_minus
 
 
@@ -275,12 +306,28 @@ def reference_params(**kw) -> Params:
     play (end faces smoothed over 1e-4 rad), Hertz-type stiffness of a steel journal in a steel bore (``laws.internal_cylinder_
     stiffness``, E = 207 GPa, ν = 0.3), e = 0.8, μ = 0.1, hole and pin axes along z (SI)."""
     R, c = 10e-3, 50e-6
-    sigma = 2 * (1 - 0.3 ** 2) / 207e9  # σ_A + σ_B, steel on steel
+    sigma = 2 * (1 - 0.3**2) / 207e9  # σ_A + σ_B, steel on steel
     K = 4.0 / (3.0 * sigma) * (R * (R + c) / c) ** 0.5  # laws.internal_cylinder_stiffness at c = 50 µm
     z = jnp.array([0.0, 0.0, 1.0])
-    base = dict(pin_radius=R, clearance=c, length=40e-3, axial_gap=0.2e-3, stiffness=K, axial_stiffness=K,
-                exponent=1.5, restitution=0.8, damping=0.0, friction_coefficient=0.1, v0=1e-4, v1=1e-3,
-                axis_a=z, centre_a=jnp.zeros(3), axis_b=z, centre_b=jnp.zeros(3), face_smoothing=1e-4)
+    base = dict(
+        pin_radius=R,
+        clearance=c,
+        length=40e-3,
+        axial_gap=0.2e-3,
+        stiffness=K,
+        axial_stiffness=K,
+        exponent=1.5,
+        restitution=0.8,
+        damping=0.0,
+        friction_coefficient=0.1,
+        v0=1e-4,
+        v1=1e-3,
+        axis_a=z,
+        centre_a=jnp.zeros(3),
+        axis_b=z,
+        centre_b=jnp.zeros(3),
+        face_smoothing=1e-4,
+    )
     base.update(kw)
     return Params(**{k: jnp.asarray(v, float) for k, v in base.items()})
 

@@ -36,8 +36,11 @@ def crank_ramp_time(angle, omega, t_ramp):
     ang = jnp.maximum(angle, 0.0)
     ramp = t_ramp > 0
     in_ramp = ramp & (ang < 0.5 * omega * t_ramp)
-    return jnp.where(in_ramp, jnp.sqrt(2.0 * ang * jnp.where(ramp, t_ramp, 1.0) / omega),
-                     ang / omega + jnp.where(ramp, 0.5 * t_ramp, 0.0))
+    return jnp.where(
+        in_ramp,
+        jnp.sqrt(2.0 * ang * jnp.where(ramp, t_ramp, 1.0) / omega),
+        ang / omega + jnp.where(ramp, 0.5 * t_ramp, 0.0),
+    )
 
 
 def crank_pin(p, q, v, t):

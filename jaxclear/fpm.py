@@ -75,9 +75,13 @@ import numpy as np
 from . import drivers, integrate, joints
 from ._math import perp, safe_norm, safe_sqrt
 
-Coordinates = integrate.state_type("Coordinates", ("nodes", "rotations"), doc="""FPM coordinates (q, v and a alike):
+Coordinates = integrate.state_type(
+    "Coordinates",
+    ("nodes", "rotations"),
+    doc="""FPM coordinates (q, v and a alike):
     nodes (N, 2) translations [m] shared by the particles that meet there; rotations (R, 2)
-    (cos θ, sin θ) pairs in q, θ̇ (R,) in v and θ̈ in a.""")
+    (cos θ, sin θ) pairs in q, θ̇ (R,) in v and θ̈ in a.""",
+)
 
 KAPPA = 0.1  # least share of a link's inertia carried by its particles' rotational inertias
 
@@ -154,7 +158,7 @@ def _take(x, idx):
     parts, start = [], 0
     for k in range(1, len(idx) + 1):
         if k == len(idx) or idx[k] != idx[k - 1] + 1:
-            parts.append(x[..., idx[start]:idx[k - 1] + 1])
+            parts.append(x[..., idx[start] : idx[k - 1] + 1])
             start = k
     return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=-1)
 
@@ -178,8 +182,9 @@ def _scatter_add(n, terms):
                 runs[-1] = (t, runs[-1][1], runs[-1][2] + 1)
             else:
                 runs.append((t, e, 1))
-        cols = [jnp.zeros(v0.shape[:-1] + (c,), v0.dtype) if t is None else terms[t][0][..., e:e + c]
-                for t, e, c in runs]
+        cols = [
+            jnp.zeros(v0.shape[:-1] + (c,), v0.dtype) if t is None else terms[t][0][..., e : e + c] for t, e, c in runs
+        ]
         acc = acc + (cols[0] if len(cols) == 1 else jnp.concatenate(cols, axis=-1))
     return acc
 
@@ -227,8 +232,9 @@ def element_forces(topo: Topology, p: Params, q):
     V = (Ma + Mb) / l
     fx, fy = N * ex - V * -ey, N * ey - V * ex  # f_a = N e − V e⊥ (f_b = −f_a)
     ia, ib, ra, rb = (topo.index(k) for k in range(4))
-    F = jnp.stack([_scatter_add(topo.n_nodes, ((fx, ia), (-fx, ib))),
-                   _scatter_add(topo.n_nodes, ((fy, ia), (-fy, ib)))], axis=-1)
+    F = jnp.stack(
+        [_scatter_add(topo.n_nodes, ((fx, ia), (-fx, ib))), _scatter_add(topo.n_nodes, ((fy, ia), (-fy, ib)))], axis=-1
+    )
     T = _scatter_add(topo.n_rotations, ((-Ma, ra), (-Mb, rb)))
     return N, Ma, Mb, F, T
 
@@ -247,11 +253,11 @@ def element_loads(topo: Topology, p: Params, q):
 def strain_energy(topo: Topology, p: Params, q):
     """U = Σ_e ½(EA/l₀)Δ² + (EI/l₀)(2φ_a² + 2φ_aφ_b + 2φ_b²) [J]."""
     _, _, dl, pa, pb = element_deformation(topo, p, q)
-    return jnp.sum(0.5 * p.EA / p.l0 * dl ** 2 + p.EI / p.l0 * 2.0 * (pa * pa + pa * pb + pb * pb))
+    return jnp.sum(0.5 * p.EA / p.l0 * dl**2 + p.EI / p.l0 * 2.0 * (pa * pa + pa * pb + pb * pb))
 
 
 def kinetic_energy(p: Params, v):
-    return 0.5 * jnp.sum(p.mass * jnp.sum(v.nodes ** 2, axis=-1)) + 0.5 * jnp.sum(p.inertia * v.rotations ** 2)
+    return 0.5 * jnp.sum(p.mass * jnp.sum(v.nodes**2, axis=-1)) + 0.5 * jnp.sum(p.inertia * v.rotations**2)
 
 
 def _kinematics(q, v, node, rot):
@@ -300,11 +306,16 @@ def initial_state(topo: Topology, p: Params, v0=None):
     """Nodes at x0, every particle at its initial angle (pairs (1, 0): the offsets carry the
     element directions), at rest (or at the velocities ``v0``); the joints' impact memory."""
     dtype = p.x0.dtype
-    q = Coordinates(nodes=p.x0, rotations=jnp.stack([jnp.ones(topo.n_rotations, dtype),
-                                                     jnp.zeros(topo.n_rotations, dtype)], axis=-1))
+    q = Coordinates(
+        nodes=p.x0,
+        rotations=jnp.stack([jnp.ones(topo.n_rotations, dtype), jnp.zeros(topo.n_rotations, dtype)], axis=-1),
+    )
     v = v0 if v0 is not None else Coordinates(nodes=jnp.zeros_like(p.x0), rotations=jnp.zeros(topo.n_rotations, dtype))
-    aux = (jnp.stack([joints.initial_memory(topo.joint, dtype) for _ in topo.clearance]) if topo.clearance
-           else jnp.zeros((1, 1), dtype))
+    aux = (
+        jnp.stack([joints.initial_memory(topo.joint, dtype) for _ in topo.clearance])
+        if topo.clearance
+        else jnp.zeros((1, 1), dtype)
+    )
     return q, v, aux
 
 
@@ -319,6 +330,7 @@ def _accel_out(topo, p, q, v, aux, t):
 
 
 # ----------------------------------------------------------------------------- lumping, bounds
+
 
 def link_lumping(mass, inertia, length, n, exact=True):
     """Point masses (n + 1,) [kg] and particle rotational inertias (n + 1,) [kg·m²] of a straight
@@ -344,13 +356,13 @@ def link_lumping(mass, inertia, length, n, exact=True):
     w_trap = np.full(n + 1, 1.0 / n)
     w_trap[[0, -1]] *= 0.5
     w_rot = w_trap.copy()
-    s = (np.arange(n + 1) / n - 0.5)  # particle positions along the link / length
+    s = np.arange(n + 1) / n - 0.5  # particle positions along the link / length
     if not exact or n < 2:
         return mass * jnp.asarray(w_trap), inertia * jnp.asarray(w_rot)
     w_int = np.zeros(n + 1)
     w_int[1:-1] = 1.0 / (n - 1)
-    t_trap, t_int = float(w_trap @ s ** 2), float(w_int @ s ** 2)  # × m L²
-    T = mass * length ** 2
+    t_trap, t_int = float(w_trap @ s**2), float(w_int @ s**2)  # × m L²
+    T = mass * length**2
     rot = jnp.maximum(inertia - t_trap * T, KAPPA * inertia)
     target = (inertia - rot) / T  # Σ w s² wanted
     blend = (t_trap - target) / (t_trap - t_int)
@@ -365,13 +377,13 @@ def exact_lumping_min_inertia(mass, length, n):
     mass, length = np.asarray(mass, float), np.asarray(length, float)
     if n < 2:
         return np.zeros(np.broadcast_shapes(mass.shape, length.shape))
-    return mass * length ** 2 * (n - 2) / (12.0 * n * (1.0 - KAPPA))
+    return mass * length**2 * (n - 2) / (12.0 * n * (1.0 - KAPPA))
 
 
 def exact_lumping_max_elements(mass, inertia, length):
     """The most elements (≥ 2) exact lumping can give a link of this mass, inertia and length
     (``exact_lumping_min_inertia`` < inertia); a large number where every count is feasible."""
-    r = 12.0 * (1.0 - KAPPA) * inertia / (mass * length ** 2)  # (n − 2)/n < r
+    r = 12.0 * (1.0 - KAPPA) * inertia / (mass * length**2)  # (n − 2)/n < r
     return 10**9 if r >= 1.0 else max(2, math.ceil(2.0 / (1.0 - r)) - 1)
 
 
@@ -388,7 +400,7 @@ def rigid_inertia(masses, inertias, length):
     """(total mass, centroidal inertia) of a rigid straight link with these particles."""
     n = masses.shape[-1] - 1
     s = (jnp.arange(n + 1) / n - 0.5) * length
-    return jnp.sum(masses, -1), jnp.sum(masses * s ** 2, -1) + jnp.sum(inertias, -1)
+    return jnp.sum(masses, -1), jnp.sum(masses * s**2, -1) + jnp.sum(inertias, -1)
 
 
 def critical_step(topo: Topology, p: Params, own_mass, own_inertia, labels=None):
@@ -402,9 +414,15 @@ def critical_step(topo: Topology, p: Params, own_mass, own_inertia, labels=None)
     given, e.g. the link and its element number), the end particle, the quantity and its value."""
     EA, EI, l = (np.asarray(x, float) for x in (p.EA, p.EI, p.l0))
     z = np.zeros_like(l)
-    a, b, c, d = EA / l, 12 * EI / l ** 3, 6 * EI / l ** 2, 4 * EI / l
-    rows = [[a, z, z, -a, z, z], [z, b, c, z, -b, c], [z, c, d, z, -c, d / 2],
-            [-a, z, z, a, z, z], [z, -b, -c, z, b, -c], [z, c, d / 2, z, -c, d]]
+    a, b, c, d = EA / l, 12 * EI / l**3, 6 * EI / l**2, 4 * EI / l
+    rows = [
+        [a, z, z, -a, z, z],
+        [z, b, c, z, -b, c],
+        [z, c, d, z, -c, d / 2],
+        [-a, z, z, a, z, z],
+        [z, -b, -c, z, b, -c],
+        [z, c, d / 2, z, -c, d],
+    ]
     K = np.stack([np.stack(r, -1) for r in rows], -2)
     m, J = np.asarray(own_mass, float), np.asarray(own_inertia, float)
     for what, x in (("mass", m), ("rotational inertia", J)):
@@ -415,9 +433,14 @@ def critical_step(topo: Topology, p: Params, own_mass, own_inertia, labels=None)
             lead = at[:-2]
             variant = int(np.ravel_multi_index(tuple(lead), x.shape[:-2])) if len(lead) else 0
             label = labels[e] if labels is not None else f"element {e}"
-            raise ParticleError(f"{label}: the {what} of its end particle towards the link's "
-                                f"{'first' if side == 0 else 'second'} point is {float(x[tuple(at)]):.6g} (must be "
-                                "positive; a particle needs a mass and a rotational inertia)", variant, e, side)
+            raise ParticleError(
+                f"{label}: the {what} of its end particle towards the link's "
+                f"{'first' if side == 0 else 'second'} point is {float(x[tuple(at)]):.6g} (must be "
+                "positive; a particle needs a mass and a rotational inertia)",
+                variant,
+                e,
+                side,
+            )
     diag = np.stack([m[..., 0], m[..., 0], J[..., 0], m[..., 1], m[..., 1], J[..., 1]], -1)
     s = 1.0 / np.sqrt(diag)
     lam = np.linalg.eigvalsh(K * s[..., :, None] * s[..., None, :])[..., -1]
@@ -425,6 +448,7 @@ def critical_step(topo: Topology, p: Params, own_mass, own_inertia, labels=None)
 
 
 # ----------------------------------------------------------------------------- assembly
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -488,8 +512,10 @@ def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointCo
                 raise LinkageError(f"body {member!r} sits at point {bodies[member]!r}, not {point!r}")
             return (member, 0)
         if member not in links:
-            raise LinkageError(f"{member!r} is neither a link ({', '.join(links) or 'none'}) nor a body "
-                               f"({', '.join(bodies) or 'none'})")
+            raise LinkageError(
+                f"{member!r} is neither a link ({', '.join(links) or 'none'}) nor a body "
+                f"({', '.join(bodies) or 'none'})"
+            )
         pa, pb, n = links[member]
         if point not in (pa, pb):
             raise LinkageError(f"link {member!r} joins {pa!r} and {pb!r}, not {point!r}")
@@ -539,10 +565,12 @@ def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointCo
     for point, members in at.items():
         together = [set(m) for kind, pt, m, _ in joints_.values() if pt == point]
         for i, a in enumerate(members):
-            for b in members[i + 1:]:
+            for b in members[i + 1 :]:
                 if not any(a in g and b in g for g in together):
-                    raise LinkageError(f"{a!r} and {b!r} both end at point {point!r} but no joint there joins "
-                                       "them: add a revolute or clearance joint (or move one of them)")
+                    raise LinkageError(
+                        f"{a!r} and {b!r} both end at point {point!r} but no joint there joins "
+                        "them: add a revolute or clearance joint (or move one of them)"
+                    )
     loose = [m for m in list(links) + list(bodies) if m not in joined]
     if loose:
         raise LinkageError(f"{loose[0]!r} is connected to nothing: add a joint at one of its points")
@@ -551,7 +579,7 @@ def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointCo
     for k in particles:
         node_of[k] = node_index[find(k)]
     ground_nodes = sorted({node_of[k] for k in ground})
-    for (nj_, nb_) in clearance:
+    for nj_, nb_ in clearance:
         if node_of[nj_] == node_of[nb_]:
             raise LinkageError("a clearance joint's journal and bearing are also joined by an ideal joint")
     driven = []
@@ -565,8 +593,10 @@ def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointCo
     for name, (link, point) in dict(drivers_).items():
         other = [p for p in links[link][:2] if p != point][0]
         if node_of[end(link, other)] in ground_nodes:
-            raise LinkageError(f"drivers.{name}: the crank {link!r} is pinned to the ground at both {point!r} and "
-                               f"{other!r}: the mechanism cannot move")
+            raise LinkageError(
+                f"drivers.{name}: the crank {link!r} is pinned to the ground at both {point!r} and "
+                f"{other!r}: the mechanism cannot move"
+            )
     if len(set(driven)) != len(driven):
         raise LinkageError("two drivers drive the same particle")
     elements, per_link = [], []
@@ -577,20 +607,42 @@ def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointCo
             idx.append(len(elements))
             elements.append((node_of[a], node_of[b], rot_of[a], rot_of[b]))
         per_link.append((name, tuple(idx)))
-    topo = Topology(n_nodes=len(roots), n_rotations=len(particles), elements=tuple(elements),
-                    ground=tuple(ground_nodes), sliders=tuple((node_of[k], g) for k, g in sliders),
-                    fixed_rotations=tuple(sorted({rot_of[k] for k in fixed_rot})), driven=tuple(driven),
-                    clearance=tuple((node_of[j], rot_of[j], node_of[b], rot_of[b]) for j, b in clearance),
-                    joint=joint_config)
-    return Layout(topology=topo,
-                  link_particles=tuple((nm, tuple((node_of[(nm, k)], rot_of[(nm, k)]) for k in range(n + 1)))
-                                       for nm, (_, _, n) in links.items()),
-                  bodies=tuple((nm, (node_of[(nm, 0)], rot_of[(nm, 0)])) for nm in bodies),
-                  elements=tuple(per_link), clearance=tuple(clear_names), guides=tuple(guides))
+    topo = Topology(
+        n_nodes=len(roots),
+        n_rotations=len(particles),
+        elements=tuple(elements),
+        ground=tuple(ground_nodes),
+        sliders=tuple((node_of[k], g) for k, g in sliders),
+        fixed_rotations=tuple(sorted({rot_of[k] for k in fixed_rot})),
+        driven=tuple(driven),
+        clearance=tuple((node_of[j], rot_of[j], node_of[b], rot_of[b]) for j, b in clearance),
+        joint=joint_config,
+    )
+    return Layout(
+        topology=topo,
+        link_particles=tuple(
+            (nm, tuple((node_of[(nm, k)], rot_of[(nm, k)]) for k in range(n + 1))) for nm, (_, _, n) in links.items()
+        ),
+        bodies=tuple((nm, (node_of[(nm, 0)], rot_of[(nm, 0)])) for nm in bodies),
+        elements=tuple(per_link),
+        clearance=tuple(clear_names),
+        guides=tuple(guides),
+    )
 
 
-def linkage_params(layout: Layout, points, links, bodies=None, guides=None, joint=None, damping=0.0,
-                   gravity=9.81, crank_speed=0.0, ramp_time=0.0, exact_lumping=True):
+def linkage_params(
+    layout: Layout,
+    points,
+    links,
+    bodies=None,
+    guides=None,
+    joint=None,
+    damping=0.0,
+    gravity=9.81,
+    crank_speed=0.0,
+    ramp_time=0.0,
+    exact_lumping=True,
+):
     """Params of an assembled linkage (traceable in every float):
 
     points: {name: (x, y)} [m]; links: {name: dict(youngs_modulus [Pa], density [kg/m³],
@@ -632,12 +684,30 @@ def linkage_params(layout: Layout, points, links, bodies=None, guides=None, join
         mass = mass.at[node].add(f(m))
         pmass = pmass.at[rot].set(f(m))
         inertia = inertia.at[rot].add(f(J))
-    g = jnp.stack([jnp.stack([f(c) for c in guides[nm]]) for nm in layout.guides]) if layout.guides else jnp.zeros((0, 2))
+    g = (
+        jnp.stack([jnp.stack([f(c) for c in guides[nm]]) for nm in layout.guides])
+        if layout.guides
+        else jnp.zeros((0, 2))
+    )
     g = g / safe_norm(g)[:, None] if layout.guides else g
-    return Params(EA=jnp.concatenate(EA), EI=jnp.concatenate(EI), l0=jnp.concatenate(l0),
-                  offsets=jnp.concatenate(offsets), mass=mass, x0=x0, inertia=inertia, guides=g,
-                  damping=f(damping), gravity=f(gravity), crank_speed=f(crank_speed), ramp_time=f(ramp_time),
-                  joint=joint, forces=jnp.zeros_like(x0), torques=jnp.zeros(n_rot, x0.dtype), particle_mass=pmass)
+    return Params(
+        EA=jnp.concatenate(EA),
+        EI=jnp.concatenate(EI),
+        l0=jnp.concatenate(l0),
+        offsets=jnp.concatenate(offsets),
+        mass=mass,
+        x0=x0,
+        inertia=inertia,
+        guides=g,
+        damping=f(damping),
+        gravity=f(gravity),
+        crank_speed=f(crank_speed),
+        ramp_time=f(ramp_time),
+        joint=joint,
+        forces=jnp.zeros_like(x0),
+        torques=jnp.zeros(n_rot, x0.dtype),
+        particle_mass=pmass,
+    )
 
 
 def element_shares(layout: Layout, p: Params):
@@ -649,8 +719,12 @@ def element_shares(layout: Layout, p: Params):
     J = np.zeros_like(m)
     # a link's particle masses are recomputed from the node masses only where a node holds one
     # particle; shared nodes keep the element's own half (their other masses only slow it down)
-    count = np.bincount(np.asarray([nd for _, parts in layout.link_particles for nd, _ in parts]
-                                   + [nd for _, (nd, _) in layout.bodies]), minlength=topo.n_nodes)
+    count = np.bincount(
+        np.asarray(
+            [nd for _, parts in layout.link_particles for nd, _ in parts] + [nd for _, (nd, _) in layout.bodies]
+        ),
+        minlength=topo.n_nodes,
+    )
     pm, pj = np.asarray(p.mass), np.asarray(p.inertia)
     for name, idx in layout.elements:
         parts = layout.particles(name)

@@ -63,9 +63,17 @@ from . import spec as specmod, study as study_, sweep
 LOSSES = ("history", "integral", "features", "both")
 OPTIMIZERS = ("adam", "lbfgs", "lm")
 LM_LAMBDA0 = 1e-2  # initial Levenberg–Marquardt damping (relative to diag JᵀJ)
-DEFAULTS = {"signal": "slider_acceleration_m_per_s2", "loss": "history", "smooth_window": 1,
-            "optimizer": "adam", "iterations": 100, "learning_rate": 0.05, "starts": 4, "seed": 0,
-            "screen": 0}
+DEFAULTS = {
+    "signal": "slider_acceleration_m_per_s2",
+    "loss": "history",
+    "smooth_window": 1,
+    "optimizer": "adam",
+    "iterations": 100,
+    "learning_rate": 0.05,
+    "starts": 4,
+    "seed": 0,
+    "screen": 0,
+}
 SCREEN_BATCH = 1024  # candidates per vmapped forward batch of the screening stage
 FEATURE_P = 16.0
 
@@ -82,7 +90,9 @@ def settings(spec):
     params = raw.pop("parameters", None)
     for k in raw:
         if k not in DEFAULTS:
-            _err(f"unknown key identify.{k}{specmod._did_you_mean(k, DEFAULTS)}; allowed: parameters, {', '.join(DEFAULTS)}")
+            _err(
+                f"unknown key identify.{k}{specmod._did_you_mean(k, DEFAULTS)}; allowed: parameters, {', '.join(DEFAULTS)}"
+            )
     s = {**DEFAULTS, **raw}
     if s["loss"] not in LOSSES:
         _err(f"identify.loss = {s['loss']!r}; allowed: {', '.join(LOSSES)}")
@@ -91,14 +101,18 @@ def settings(spec):
     channels = [c for c in specmod.schema_of(spec).channels if c != "n_regions"]
     if s["signal"] not in channels:
         given = "signal" in raw
-        _err(f"identify.signal = {s['signal']!r}" + ("" if given else " (the default)")
-             + f" is not a channel of model.mechanism = {spec['model']['mechanism']!r}; allowed: {', '.join(channels)}")
+        _err(
+            f"identify.signal = {s['signal']!r}"
+            + ("" if given else " (the default)")
+            + f" is not a channel of model.mechanism = {spec['model']['mechanism']!r}; allowed: {', '.join(channels)}"
+        )
     sw = s["smooth_window"]
     s["smooth_window"] = sw = sw if isinstance(sw, list) else [sw]
     if not sw or not all(isinstance(w, int) and not isinstance(w, bool) and 1 <= w <= 10000 for w in sw):
-        _err(f"identify.smooth_window = {raw.get('smooth_window')!r} must be an integer in [1, 10000] or a list of them")
-    for k, lo, hi in (("iterations", 1, 100000), ("starts", 1, 4096), ("seed", 0, 2**63 - 1),
-                      ("screen", 0, 1 << 20)):
+        _err(
+            f"identify.smooth_window = {raw.get('smooth_window')!r} must be an integer in [1, 10000] or a list of them"
+        )
+    for k, lo, hi in (("iterations", 1, 100000), ("starts", 1, 4096), ("seed", 0, 2**63 - 1), ("screen", 0, 1 << 20)):
         if not isinstance(s[k], int) or isinstance(s[k], bool) or not lo <= s[k] <= hi:
             _err(f"identify.{k} = {s[k]!r} must be an integer in [{lo}, {hi}]")
     if not isinstance(s["learning_rate"], (int, float)) or not 0 < s["learning_rate"] <= 10:
@@ -106,15 +120,20 @@ def settings(spec):
     if 0 < s["screen"] < s["starts"]:
         _err(f"identify.screen = {s['screen']} must be 0 (off) or at least identify.starts = {s['starts']}")
     if not isinstance(params, dict) or not params:
-        _err("identify.parameters: give at least one key to fit, e.g. "
-             "\"joint.clearance_m\" = { initial = [2e-4, 3e-4], bounds = [1e-5, 1e-3] }")
+        _err(
+            "identify.parameters: give at least one key to fit, e.g. "
+            '"joint.clearance_m" = { initial = [2e-4, 3e-4], bounds = [1e-5, 1e-3] }'
+        )
     from . import sensitivity
+
     allowed = [k for k in sensitivity.differentiable_keys(spec) if k != sensitivity.POINTS_KEY]
     fit = {}
     for key, d in params.items():
         if key not in allowed:
-            _err(f"identify.parameters.{key}: not a differentiable scalar of this spec"
-                 f"{specmod._did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}")
+            _err(
+                f"identify.parameters.{key}: not a differentiable scalar of this spec"
+                f"{specmod._did_you_mean(key, allowed)}; allowed: {', '.join(allowed)}"
+            )
         if not isinstance(d, dict) or "bounds" not in d:
             _err(f"identify.parameters.{key} must be a table with bounds = [lo, hi] and initial = [lo, hi] or a value")
         b = d["bounds"]
@@ -124,8 +143,10 @@ def settings(spec):
         ini = d.get("initial", [b[0] + 0.1 * (b[1] - b[0]), b[1] - 0.1 * (b[1] - b[0])])
         ini = [ini, ini] if isinstance(ini, (int, float)) else ini
         if not (isinstance(ini, list) and len(ini) == 2 and b[0] < ini[0] <= ini[1] < b[1]):
-            _err(f"identify.parameters.{key}.initial = {d.get('initial')!r} must lie strictly inside "
-                 f"bounds = {b!r} (a value or [lo, hi])")
+            _err(
+                f"identify.parameters.{key}.initial = {d.get('initial')!r} must lie strictly inside "
+                f"bounds = {b!r} (a value or [lo, hi])"
+            )
         extra = set(d) - {"bounds", "initial"}
         if extra:
             _err(f"identify.parameters.{key}: unknown entries {sorted(extra)}; allowed: bounds, initial")
@@ -158,8 +179,9 @@ def moving_mean(y, w: int):
 def features(y):
     """(smooth peak of |y| (power mean p = 16), RMS, mean |y|) of a signal."""
     a2 = y * y + 1e-300
-    peak = jnp.exp(jax.scipy.special.logsumexp(0.5 * FEATURE_P * jnp.log(a2)) / FEATURE_P
-                   - jnp.log(y.shape[0]) / FEATURE_P)
+    peak = jnp.exp(
+        jax.scipy.special.logsumexp(0.5 * FEATURE_P * jnp.log(a2)) / FEATURE_P - jnp.log(y.shape[0]) / FEATURE_P
+    )
     return jnp.stack([peak, jnp.sqrt(jnp.mean(a2)), jnp.mean(jnp.sqrt(a2))])
 
 
@@ -200,8 +222,10 @@ def measurement(spec, problem: Problem):
             _err(f"measurement.path = {str(path)!r} does not exist")
         rows = list(csv.DictReader(open(path)))
         if not rows or tc not in rows[0] or yc not in rows[0]:
-            _err(f"measurement.path = {str(path)!r}: needs columns {tc!r} and {yc!r} "
-                 f"(measurement.time_column / signal_column), has {list(rows[0]) if rows else []}")
+            _err(
+                f"measurement.path = {str(path)!r}: needs columns {tc!r} and {yc!r} "
+                f"(measurement.time_column / signal_column), has {list(rows[0]) if rows else []}"
+            )
         try:
             t = np.array([float(r[tc]) for r in rows])
             y = np.array([float(r[yc]) for r in rows])
@@ -210,8 +234,10 @@ def measurement(spec, problem: Problem):
         if not (np.all(np.diff(t) > 0) and np.isfinite(y).all()):
             _err(f"measurement.path = {str(path)!r}: {tc} must increase strictly and {yc} be finite")
         if t[0] > problem.t[0] + 1e-12 or t[-1] < problem.t[-1] - 1e-12:
-            _err(f"measurement: {tc} covers [{t[0]:g}, {t[-1]:g}] s, the model saves [{problem.t[0]:g}, "
-                 f"{problem.t[-1]:g}] s: shorten integrator.t_end_s or give a longer record")
+            _err(
+                f"measurement: {tc} covers [{t[0]:g}, {t[-1]:g}] s, the model saves [{problem.t[0]:g}, "
+                f"{problem.t[-1]:g}] s: shorten integrator.t_end_s or give a longer record"
+            )
         yi = np.interp(problem.t, t, y)
         return np.asarray(moving_mean(jnp.asarray(yi, problem.dtype), problem.w)), {"path": str(path)}
     truth = dict(truth)
@@ -221,11 +247,14 @@ def measurement(spec, problem: Problem):
     if noise_std < 0 or noise_rel < 0:
         _err(f"truth.noise_std = {noise_std!r} / truth.noise_relative = {noise_rel!r} must be >= 0")
     from . import sensitivity
+
     allowed = sensitivity.differentiable_keys(spec)
     for k, v in truth.items():
         if k not in allowed or not isinstance(v, (int, float)):
-            _err(f"truth.{k} = {v!r}: the truth gives numeric values of spec keys"
-                 f"{specmod._did_you_mean(k, allowed)}; allowed: {', '.join(allowed)}, noise_std, noise_relative, noise_seed")
+            _err(
+                f"truth.{k} = {v!r}: the truth gives numeric values of spec keys"
+                f"{specmod._did_you_mean(k, allowed)}; allowed: {', '.join(allowed)}, noise_std, noise_relative, noise_seed"
+            )
     tp = Problem(spec, list(truth), problem.signal, smooth_window=1)
     y = np.asarray(jax.jit(tp.signal_of)(jnp.asarray([float(v) for v in truth.values()], problem.dtype)))
     rng = np.random.default_rng(seed)
@@ -280,9 +309,9 @@ def screen(loss, lo, hi, ilo, ihi, n, keep, seed, dtype):
     f = jax.jit(jax.vmap(loss))
     ls = []
     for i in range(0, n, SCREEN_BATCH):
-        blk = cand[i:i + SCREEN_BATCH]
+        blk = cand[i : i + SCREEN_BATCH]
         pad = np.concatenate([blk, np.repeat(blk[-1:], SCREEN_BATCH - len(blk), 0)]) if n > SCREEN_BATCH else blk
-        ls.append(np.asarray(f(jnp.asarray(pad, dtype)))[:len(blk)])
+        ls.append(np.asarray(f(jnp.asarray(pad, dtype)))[: len(blk)])
     ls = np.concatenate(ls)
     ls = np.where(np.isfinite(ls), ls, np.inf)
     order = np.argsort(ls, kind="stable")[:keep]
@@ -379,8 +408,11 @@ def _iterate(vstep, obj, u0, st, iterations):
 
 def fit(spec_or_path, overrides=(), log=None, iterations=None):
     """Run an identification spec; returns a result dict (see ``write``)."""
-    spec = spec_or_path if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path \
+    spec = (
+        spec_or_path
+        if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path
         else specmod.load(spec_or_path, overrides)
+    )
     s = settings(spec)
     if iterations is not None:
         s["iterations"] = int(iterations)
@@ -396,10 +428,15 @@ def fit(spec_or_path, overrides=(), log=None, iterations=None):
     if s["screen"]:
         prob.w = stages[0]
         y0 = np.asarray(moving_mean(jnp.asarray(y_raw, dt), stages[0]))
-        theta_init, kept, all_l = screen(loss_function(prob, y0, s["loss"]), lo, hi, ilo, ihi,
-                                         s["screen"], s["starts"], s["seed"], dt)
-        screened = {"candidates": int(s["screen"]), "kept_losses": kept.tolist(),
-                    "finite": int(np.isfinite(all_l).sum()), "median_loss": float(np.median(all_l))}
+        theta_init, kept, all_l = screen(
+            loss_function(prob, y0, s["loss"]), lo, hi, ilo, ihi, s["screen"], s["starts"], s["seed"], dt
+        )
+        screened = {
+            "candidates": int(s["screen"]),
+            "kept_losses": kept.tolist(),
+            "finite": int(np.isfinite(all_l).sum()),
+            "median_loss": float(np.median(all_l)),
+        }
         if log:
             log(f"identify: screened {s['screen']} candidates, kept {s['starts']} (best loss {kept[0]:.4g})")
     else:
@@ -411,7 +448,7 @@ def fit(spec_or_path, overrides=(), log=None, iterations=None):
     for si, (w, its) in enumerate(zip(stages, per)):
         prob.w = w
         y_meas = np.asarray(moving_mean(jnp.asarray(y_raw, dt), w))
-        res = (lambda r: (lambda uu: r(to_bounded(uu, lo_j, hi_j))))(residual_function(prob, y_meas, s["loss"]))
+        res = (lambda r: lambda uu: r(to_bounded(uu, lo_j, hi_j)))(residual_function(prob, y_meas, s["loss"]))
         obj = lambda uu, res=res: jnp.sum(res(uu) ** 2)
         u, h = _optimise(res, u, s, its)
         hist.extend(h)
@@ -429,16 +466,33 @@ def fit(spec_or_path, overrides=(), log=None, iterations=None):
     y_fit = np.asarray(jax.jit(prob.signal_of)(jnp.asarray(theta, dt)))
     y_init = np.asarray(jax.jit(prob.signal_of)(jnp.asarray(theta_init[best], dt)))
     return {
-        "parameters": {k: {"value": float(theta[i]), "std": float(std[i]), "initial": float(theta_init[best][i])}
-                       for i, k in enumerate(keys)},
+        "parameters": {
+            k: {"value": float(theta[i]), "std": float(std[i]), "initial": float(theta_init[best][i])}
+            for i, k in enumerate(keys)
+        },
         "loss": float(final[best]),
-        "loss_kind": s["loss"], "optimizer": s["optimizer"], "iterations": s["iterations"],
-        "starts": [{"initial": {k: float(theta_init[j][i]) for i, k in enumerate(keys)},
-                    "value": {k: float(to_bounded(u[j], lo_j, hi_j)[i]) for i, k in enumerate(keys)},
-                    "loss": float(final[j])} for j in range(len(final))],
-        "best_start": best, "screen": screened, "covariance": cov.tolist(), "signal": s["signal"],
-        "source": source, "wall_s": wall,
-        "_history": np.array(hist), "_t": prob.t, "_y_meas": y_meas, "_y_fit": y_fit, "_y_init": y_init,
+        "loss_kind": s["loss"],
+        "optimizer": s["optimizer"],
+        "iterations": s["iterations"],
+        "starts": [
+            {
+                "initial": {k: float(theta_init[j][i]) for i, k in enumerate(keys)},
+                "value": {k: float(to_bounded(u[j], lo_j, hi_j)[i]) for i, k in enumerate(keys)},
+                "loss": float(final[j]),
+            }
+            for j in range(len(final))
+        ],
+        "best_start": best,
+        "screen": screened,
+        "covariance": cov.tolist(),
+        "signal": s["signal"],
+        "source": source,
+        "wall_s": wall,
+        "_history": np.array(hist),
+        "_t": prob.t,
+        "_y_meas": y_meas,
+        "_y_fit": y_fit,
+        "_y_init": y_init,
     }
 
 
@@ -455,6 +509,7 @@ def write(res, out):
         for i, row in enumerate(h):
             f.write(f"{i}," + ",".join(repr(float(x)) for x in row) + f",{float(np.nanmin(row))!r}\n")
     from . import plots
+
     plt = plots.plt
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(8, 6.5))
     plots.identification_fit(a1, res["_t"], res["_y_meas"], res["_y_init"], res["_y_fit"], signal=res["signal"])

@@ -71,13 +71,27 @@ import jax.numpy as jnp
 import numpy as np
 
 SCHEMES = ("verlet_predicted", "leapfrog", "symplectic_euler", "rk4", "moreau_midpoint")
-STAGES = ("kinematics", "contact_detection", "contact_laws", "equations_of_motion",
-          "integrator_update", "metrics_reduce", "history_save")
+STAGES = (
+    "kinematics",
+    "contact_detection",
+    "contact_laws",
+    "equations_of_motion",
+    "integrator_update",
+    "metrics_reduce",
+    "history_save",
+)
 # ω·dt bounds without damping; ``_DAMPED`` the damping ratio's effect where derived (module docstring)
-_OMEGA_DT_MAX = {"verlet_predicted": 2.0, "leapfrog": 2.0, "symplectic_euler": 2.0, "rk4": 2.785,
-                 "moreau_midpoint": 2.0}
-_DAMPED = {"leapfrog": lambda z: 2.0 * (jnp.sqrt(1.0 + z * z) - z),
-           "verlet_predicted": lambda z: 2.0 * (jnp.sqrt(1.0 + 4.0 * z * z) - 2.0 * z)}
+_OMEGA_DT_MAX = {
+    "verlet_predicted": 2.0,
+    "leapfrog": 2.0,
+    "symplectic_euler": 2.0,
+    "rk4": 2.785,
+    "moreau_midpoint": 2.0,
+}
+_DAMPED = {
+    "leapfrog": lambda z: 2.0 * (jnp.sqrt(1.0 + z * z) - z),
+    "verlet_predicted": lambda z: 2.0 * (jnp.sqrt(1.0 + 4.0 * z * z) - 2.0 * z),
+}
 
 
 class State(NamedTuple):
@@ -161,6 +175,7 @@ def make_step(scheme: str, accel: Callable, drift: Callable | None, dt: float):
 
     # the kicks and drifts are the integrator's stage; accel opens the model's own stages
     if scheme == "leapfrog":
+
         def step(params, s: State, i):
             with stage("integrator_update"):
                 vh = _axpy(s.v, 0.5 * h, s.a)
@@ -170,6 +185,7 @@ def make_step(scheme: str, accel: Callable, drift: Callable | None, dt: float):
                 v1 = _axpy(vh, 0.5 * h, a1)
             return State(q1, v1, a1, aux1), out
     elif scheme == "verlet_predicted":
+
         def step(params, s: State, i):
             with stage("integrator_update"):
                 vh = _axpy(s.v, 0.5 * h, s.a)
@@ -180,6 +196,7 @@ def make_step(scheme: str, accel: Callable, drift: Callable | None, dt: float):
                 v1 = _axpy(vh, 0.5 * h, a1)
             return State(q1, v1, a1, aux1), out
     elif scheme == "symplectic_euler":
+
         def step(params, s: State, i):
             a0, aux1, out = accel(params, s.q, s.v, s.aux, _time(i, h, s.q))
             with stage("integrator_update"):
@@ -187,6 +204,7 @@ def make_step(scheme: str, accel: Callable, drift: Callable | None, dt: float):
                 q1 = drift(s.q, v1, h)
             return State(q1, v1, a0, aux1), out
     elif scheme == "moreau_midpoint":
+
         def step(params, s: State, i):
             with stage("integrator_update"):
                 qh = drift(s.q, s.v, 0.5 * h)
@@ -196,6 +214,7 @@ def make_step(scheme: str, accel: Callable, drift: Callable | None, dt: float):
                 q1 = drift(qh, v1, 0.5 * h)
             return State(q1, v1, a0, aux1), out
     elif scheme == "rk4":
+
         def step(params, s: State, i):
             t = _time(i, h, s.q)
             k1, aux1, out = accel(params, s.q, s.v, s.aux, t)
@@ -261,8 +280,18 @@ def _maybe_report(j, n_saves):
     jax.lax.cond((j + 1) % every == 0, lambda: jax.debug.callback(_tick, j + 1, n_saves), lambda: None)
 
 
-def simulate(step, params, state0: State, acc0, reduce: Callable, n_saves: int, save_every: int,
-             save: Callable | None = None, checkpoint: bool = False, block_max: Callable | None = None):
+def simulate(
+    step,
+    params,
+    state0: State,
+    acc0,
+    reduce: Callable,
+    n_saves: int,
+    save_every: int,
+    save: Callable | None = None,
+    checkpoint: bool = False,
+    block_max: Callable | None = None,
+):
     """Run ``n_saves·save_every`` steps; return (final state, final accumulator, history).
 
     history: ``save(out)`` of the last step of each save block, stacked on a leading time
@@ -283,11 +312,31 @@ def simulate(step, params, state0: State, acc0, reduce: Callable, n_saves: int, 
             return reduce(acc, out, i), jax.tree_util.tree_map(jnp.maximum, m, block_max(out))
 
         save_m = lambda out, m: {**save(out), **m}
-        s, (acc, _), hist = _simulate(step, params, state0, (acc0, neg()), reduce_m, n_saves, save_every,
-                                      save_m, checkpoint, reset=lambda acc_m: (acc_m[0], neg()))
+        s, (acc, _), hist = _simulate(
+            step,
+            params,
+            state0,
+            (acc0, neg()),
+            reduce_m,
+            n_saves,
+            save_every,
+            save_m,
+            checkpoint,
+            reset=lambda acc_m: (acc_m[0], neg()),
+        )
         return s, acc, hist
-    return _simulate(step, params, state0, acc0, reduce, n_saves, save_every,
-                     (lambda out, _m: save(out)) if save is not None else None, checkpoint, reset=None)
+    return _simulate(
+        step,
+        params,
+        state0,
+        acc0,
+        reduce,
+        n_saves,
+        save_every,
+        (lambda out, _m: save(out)) if save is not None else None,
+        checkpoint,
+        reset=None,
+    )
 
 
 def _simulate(step, params, state0, acc0, reduce, n_saves, save_every, save, checkpoint, reset):
@@ -302,12 +351,16 @@ def _simulate(step, params, state0, acc0, reduce, n_saves, save_every, save, che
     small = [int(np.prod(sh)) <= 16 for sh in shapes]  # long per-point memories stay arrays
 
     def split(c):
-        return tuple(tuple(jnp.ravel(x)[k] for k in range(int(np.prod(sh)))) if sm else x
-                     for x, sh, sm in zip(jax.tree_util.tree_leaves(c), shapes, small))
+        return tuple(
+            tuple(jnp.ravel(x)[k] for k in range(int(np.prod(sh)))) if sm else x
+            for x, sh, sm in zip(jax.tree_util.tree_leaves(c), shapes, small)
+        )
 
     def join(t):
-        leaves = [(jnp.stack(parts).reshape(sh) if sh else parts[0]) if sm else parts
-                  for parts, sh, sm in zip(t, shapes, small)]
+        leaves = [
+            (jnp.stack(parts).reshape(sh) if sh else parts[0]) if sm else parts
+            for parts, sh, sm in zip(t, shapes, small)
+        ]
         return jax.tree_util.tree_unflatten(treedef, leaves)
 
     def reduce_(acc, out, i):
@@ -365,10 +418,12 @@ def drift(q, v, h):
     """q advanced by the velocity v held over h, leaf by leaf: a leaf of q with one more trailing
     axis of 2 than its rate is a (cos φ, sin φ) pair rotated by v·h (``rotate_pair``); any other
     leaf moves to q + h·v."""
+
     def one(qi, vi):
         if jnp.ndim(qi) == jnp.ndim(vi) + 1 and jnp.shape(qi)[-1] == 2:
             return rotate_pair(qi, vi * h)
         return qi + h * vi
+
     return jax.tree_util.tree_map(one, q, v)
 
 
@@ -376,10 +431,12 @@ def pair_drift(n_pairs: int):
     """``drift(q, v, h)`` for relative coordinates whose first ``n_pairs`` angles are carried as
     (cos φ, sin φ) pairs q[2k:2k+2] with rates v[k] (rotated by v[k]·h, ``rotate_pair``) and
     whose remaining coordinates q[2·n_pairs:] are plain (q + h·v[n_pairs:])."""
+
     def drift(q, v, h):
-        pairs = [rotate_pair(q[2 * k:2 * k + 2], v[k] * h) for k in range(n_pairs)]
-        lin = q[2 * n_pairs:] + h * v[n_pairs:]
+        pairs = [rotate_pair(q[2 * k : 2 * k + 2], v[k] * h) for k in range(n_pairs)]
+        lin = q[2 * n_pairs :] + h * v[n_pairs:]
         return jnp.concatenate(pairs + [lin])
+
     return drift
 
 

@@ -165,8 +165,7 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory):
         if cfg.geometry == "circle":
             ecc = safe_norm(e_loc)
             # Centred journal: any unit normal will do, the depth is negative there anyway.
-            n_loc = jnp.where(ecc > 0, e_loc / jnp.where(ecc > 0, ecc, 1.0),
-                              jnp.array([1.0, 0.0], e_loc.dtype))
+            n_loc = jnp.where(ecc > 0, e_loc / jnp.where(ecc > 0, ecc, 1.0), jnp.array([1.0, 0.0], e_loc.dtype))
             depth = (ecc - p.clearance)[None]
             n_loc = n_loc[None, :]
             pb_loc = n_loc * (p.journal_radius + p.clearance)
@@ -174,8 +173,9 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory):
             n_regions = jnp.sum(active.astype(jnp.int32))
         elif cfg.geometry == "points":
             if cfg.window:
-                reg = contact.detect_window(p.points, e_loc, p.journal_radius, cfg.max_regions,
-                                            cfg.window, refine=cfg.refine)
+                reg = contact.detect_window(
+                    p.points, e_loc, p.journal_radius, cfg.max_regions, cfg.window, refine=cfg.refine
+                )
             elif cfg.max_regions == 1:
                 reg, words = contact.detect_deepest_words(p.points, e_loc, p.journal_radius, cfg.refine)
             else:
@@ -207,30 +207,46 @@ def evaluate(cfg: JointConfig, p: JointParams, kin: JointKinematics, memory):
             new_memory = dd_minus
             new_impacts = jnp.sum(started.astype(jnp.int32))
         elif cfg.window:
-            dd_minus, new_memory, inherited, lost = contact.window_impact_memory(reg, memory, delta_dot,
-                                                                                 cfg.n_points)
+            dd_minus, new_memory, inherited, lost = contact.window_impact_memory(reg, memory, delta_dot, cfg.n_points)
             new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
             overflow = reg.overflow | lost
         elif cfg.max_regions == 1:
-            dd_minus, new_memory, inherited = contact.deepest_impact_memory(reg, memory, delta_dot,
-                                                                            words=words)
+            dd_minus, new_memory, inherited = contact.deepest_impact_memory(reg, memory, delta_dot, words=words)
             new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
         else:
             # A region is new when none of its points was in contact at the previous step.
-            dd_minus, new_memory, inherited = contact.region_impact_memory(reg, prev_active, memory,
-                                                                           delta_dot)
+            dd_minus, new_memory, inherited = contact.region_impact_memory(reg, prev_active, memory, delta_dot)
             new_impacts = jnp.sum((active & ~inherited).astype(jnp.int32))
 
-        fn = laws.normal_force(cfg.normal_law, depth, delta_dot, dd_minus, p.stiffness,
-                               exponent=p.exponent, restitution=p.restitution, damping=p.damping,
-                               static_exponent=cfg.exponent)
+        fn = laws.normal_force(
+            cfg.normal_law,
+            depth,
+            delta_dot,
+            dd_minus,
+            p.stiffness,
+            exponent=p.exponent,
+            restitution=p.restitution,
+            damping=p.damping,
+            static_exponent=cfg.exponent,
+        )
         fn = jnp.where(active, fn, 0.0)
         ft = laws.friction_force(cfg.friction, v_t, fn, p.friction_coefficient, p.v0, p.v1)
         f_slots = -fn[:, None] * n + ft[:, None] * t
         force = jnp.sum(f_slots, axis=0)
-    out = JointForce(force=force, f_slots=f_slots, p_j=p_j, p_b=p_b, normal_force=fn,
-                     depth=jnp.where(active, depth, 0.0), active=active, n_regions=n_regions,
-                     new_impacts=new_impacts, e_local=e_loc, window_overflow=overflow, slip_speed=jnp.abs(v_t))
+    out = JointForce(
+        force=force,
+        f_slots=f_slots,
+        p_j=p_j,
+        p_b=p_b,
+        normal_force=fn,
+        depth=jnp.where(active, depth, 0.0),
+        active=active,
+        n_regions=n_regions,
+        new_impacts=new_impacts,
+        e_local=e_loc,
+        window_overflow=overflow,
+        slip_speed=jnp.abs(v_t),
+    )
     return out, new_memory
 
 

@@ -60,10 +60,12 @@ __all__ = [
 #: nominal restitution (they are treated as if they had hit at 1e-4 m/s); the energy
 #: involved is negligible.  Override with the ``v_floor`` argument of :func:`normal_force`.
 
+
 def _f(x):
     """x as a JAX float array that keeps a float32 caller in float32 (ints -> default float)."""
     x = jnp.asarray(x)
     return x if jnp.issubdtype(x.dtype, jnp.floating) else x.astype(float)
+
 
 IMPACT_VELOCITY_FLOOR = 1e-4
 
@@ -94,8 +96,7 @@ def effective_modulus(E1, nu1, E2, nu2):
     return 1.0 / (material_sigma(E1, nu1) + material_sigma(E2, nu2))
 
 
-def internal_cylinder_stiffness(R_journal, R_bearing, E_journal, nu_journal, E_bearing,
-                                nu_bearing):
+def internal_cylinder_stiffness(R_journal, R_bearing, E_journal, nu_journal, E_bearing, nu_bearing):
     """Hertz-type stiffness of a journal inside a bearing [N/m^1.5].
 
         K = 4 / (3 (sigma_J + sigma_B)) * sqrt(R_J R_B / (R_B - R_J)),
@@ -203,9 +204,7 @@ def hysteresis_factor(model, restitution):
     try:
         chi = _CHI[model]
     except (KeyError, TypeError):
-        raise ValueError(
-            f"unknown hysteresis model {model!r}; allowed: {', '.join(HYSTERESIS_MODELS)}"
-        ) from None
+        raise ValueError(f"unknown hysteresis model {model!r}; allowed: {', '.join(HYSTERESIS_MODELS)}") from None
     e = jnp.clip(_f(restitution), RESTITUTION_FLOOR, 1.0)
     return chi(e)
 
@@ -213,8 +212,18 @@ def hysteresis_factor(model, restitution):
 # ----------------------------------------------------------------------------------------
 # Normal force laws (point-contact / Hertz-type family)
 # ----------------------------------------------------------------------------------------
-def normal_force(model, delta, delta_dot, delta_dot_minus, stiffness, exponent=1.5,
-                 restitution=1.0, damping=0.0, v_floor=IMPACT_VELOCITY_FLOOR, static_exponent=None):
+def normal_force(
+    model,
+    delta,
+    delta_dot,
+    delta_dot_minus,
+    stiffness,
+    exponent=1.5,
+    restitution=1.0,
+    damping=0.0,
+    v_floor=IMPACT_VELOCITY_FLOOR,
+    static_exponent=None,
+):
     """Normal contact force F_n [N] >= 0 for penetration ``delta`` [m].
 
     Models (``model`` is a static string, see NORMAL_LAWS):
@@ -279,8 +288,7 @@ def _esdu_sigma(E, nu):
     return (1.0 - nu * nu) / (jnp.pi * E)
 
 
-def esdu78035_penetration(force, length, R_journal, R_bearing, E_journal, nu_journal,
-                          E_bearing, nu_bearing):
+def esdu78035_penetration(force, length, R_journal, R_bearing, E_journal, nu_journal, E_bearing, nu_bearing):
     """ESDU-78035 penetration of a cylinder in a cylindrical bore, delta(F) [m].
 
         delta = F (s_J + s_B) / L * [ ln(4 L dR / (F (s_J + s_B))) + 1 ],
@@ -297,8 +305,7 @@ def esdu78035_penetration(force, length, R_journal, R_bearing, E_journal, nu_jou
     return aF * (jnp.log(4.0 * clearance / aF) + 1.0)
 
 
-def esdu78035_force(delta, length, R_journal, R_bearing, E_journal, nu_journal, E_bearing,
-                    nu_bearing, iterations=8):
+def esdu78035_force(delta, length, R_journal, R_bearing, E_journal, nu_journal, E_bearing, nu_bearing, iterations=8):
     """ESDU-78035 cylindrical contact force F(delta) [N] >= 0, inverting the implicit law.
 
     The law (see :func:`esdu78035_penetration`) is delta = a F [ln(4 dR/(a F)) + 1] with
@@ -381,9 +388,7 @@ def friction_force(model, v_t, normal_force, mu, v0=1e-4, v1=1e-3):
         vn = jnp.where(v < 0.0, -v, 0.0)
         g = jnp.where(v >= 0.0, -jnp.expm1(-3.0 * vp / v1), jnp.expm1(-3.0 * vn / v1))
     else:
-        raise ValueError(
-            f"unknown friction model {model!r}; allowed: {', '.join(FRICTION_MODELS)}"
-        )
+        raise ValueError(f"unknown friction model {model!r}; allowed: {', '.join(FRICTION_MODELS)}")
     return -mu * fn * g
 
 
@@ -428,8 +433,7 @@ def stick_slip_friction(v_free, inv_mass, normal_force, mu_static, mu_kinetic, d
     return f_t, v_new, stuck
 
 
-def stick_slip_friction_contacts(v_free, delassus, normal_force, mu_static, mu_kinetic,
-                                 iterations=8):
+def stick_slip_friction_contacts(v_free, delassus, normal_force, mu_static, mu_kinetic, iterations=8):
     """Coulomb stick–slip at k coupled contacts over one step (projected Gauss–Seidel).
 
     ``v_free`` (k,) slip velocities at the end of the step without friction [m/s];
@@ -457,13 +461,11 @@ def stick_slip_friction_contacts(v_free, delassus, normal_force, mu_static, mu_k
             f, stuck = f.at[i].set(fi), stuck.at[i].set(si)
         return f, stuck
 
-    f, stuck = jax.lax.fori_loop(0, iterations, sweep,
-                                 (jnp.zeros_like(v_free), jnp.zeros(v_free.shape, bool)))
+    f, stuck = jax.lax.fori_loop(0, iterations, sweep, (jnp.zeros_like(v_free), jnp.zeros(v_free.shape, bool)))
     return f, v_free + delassus @ f, stuck
 
 
-def stick_slip_friction_acceleration(v_t, a_free, inv_mass, normal_force, mu_static, mu_kinetic,
-                                     v_eps):
+def stick_slip_friction_acceleration(v_t, a_free, inv_mass, normal_force, mu_static, mu_kinetic, v_eps):
     """Coulomb stick–slip at acceleration level, as the event-driven LCP of the source.
 
     Wang & Wang 2015 (eqs. 9-25): at a contact with zero slip velocity the static

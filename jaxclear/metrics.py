@@ -97,14 +97,28 @@ def unpack(acc: Packed) -> Accumulator:
     """Packed -> Accumulator (works on batched arrays: variant axis first)."""
     J = (acc.f.shape[-1] - 3) // 4
     f, i = acc.f, acc.i
-    ij = lambda k: i[..., k * J:(k + 1) * J]
+    ij = lambda k: i[..., k * J : (k + 1) * J]
     # L = log Σ F^p = p·log M + log S  (M the run peak, S the scaled sum)
     lse = lambda m, sc: SMOOTH_EXPONENT * _safe_log(m) + _safe_log(sc)
-    return Accumulator(f[..., :J], f[..., J:2 * J], f[..., 2 * J], f[..., 2 * J + 1],
-                       ij(0), ij(1), ij(2), ij(3), ij(4), ij(5), i[..., 6 * J], i[..., 6 * J + 1],
-                       i[..., 6 * J + 2] > 0, lse(f[..., :J], f[..., 2 * J + 2:3 * J + 2]),
-                       lse(f[..., 2 * J], f[..., 3 * J + 2]), i[..., 6 * J + 3:7 * J + 3],
-                       f[..., 3 * J + 3:4 * J + 3])
+    return Accumulator(
+        f[..., :J],
+        f[..., J : 2 * J],
+        f[..., 2 * J],
+        f[..., 2 * J + 1],
+        ij(0),
+        ij(1),
+        ij(2),
+        ij(3),
+        ij(4),
+        ij(5),
+        i[..., 6 * J],
+        i[..., 6 * J + 1],
+        i[..., 6 * J + 2] > 0,
+        lse(f[..., :J], f[..., 2 * J + 2 : 3 * J + 2]),
+        lse(f[..., 2 * J], f[..., 3 * J + 2]),
+        i[..., 6 * J + 3 : 7 * J + 3],
+        f[..., 3 * J + 3 : 4 * J + 3],
+    )
 
 
 def _ipow(x, n: int):
@@ -130,8 +144,18 @@ def _scaled_power_sum(s_old, m_old, m_new, x):
     return s_old * _ipow(shrink, h) + _ipow(q, h)
 
 
-def update(acc: Packed, force, accel, in_contact, new_impacts, n_regions, steady,
-           min_continuous_steps, window_overflow=None, penetration=None) -> Packed:
+def update(
+    acc: Packed,
+    force,
+    accel,
+    in_contact,
+    new_impacts,
+    n_regions,
+    steady,
+    min_continuous_steps,
+    window_overflow=None,
+    penetration=None,
+) -> Packed:
     """Fold one step: force (J,) [N], accel scalar [m/s²], in_contact (J,) bool, new_impacts
     and n_regions (J,) ints; steady: bool, the step lies in the steady window; contact episodes
     of at least min_continuous_steps steps count as continuous contact; window_overflow (J,)
@@ -140,34 +164,36 @@ def update(acc: Packed, force, accel, in_contact, new_impacts, n_regions, steady
     J = force.shape[0]
     a = jnp.abs(accel)
     peaks = jnp.concatenate([force, a[None]])
-    old = jnp.concatenate([acc.f[:J], acc.f[2 * J:2 * J + 1]])
-    old_s = jnp.concatenate([acc.f[J:2 * J], acc.f[2 * J + 1:2 * J + 2]])
+    old = jnp.concatenate([acc.f[:J], acc.f[2 * J : 2 * J + 1]])
+    old_s = jnp.concatenate([acc.f[J : 2 * J], acc.f[2 * J + 1 : 2 * J + 2]])
     new = jnp.maximum(old, peaks)
     new_s = jnp.where(steady, jnp.maximum(old_s, peaks), old_s)
     # (x/M)^p through (x²/M²)^(p/2): smooth where the acceleration changes sign
-    sums = _scaled_power_sum(acc.f[2 * J + 2:3 * J + 3], old, new, jnp.concatenate([force, accel[None]]))
-    pen = acc.f[3 * J + 3:]
+    sums = _scaled_power_sum(acc.f[2 * J + 2 : 3 * J + 3], old, new, jnp.concatenate([force, accel[None]]))
+    pen = acc.f[3 * J + 3 :]
     if penetration is not None:
         pen = jnp.maximum(pen, penetration.astype(pen.dtype))
     f = jnp.concatenate([new[:J], new_s[:J], new[J:], new_s[J:], sums, pen])
     i = acc.i
-    episode = i[4 * J:5 * J]
+    episode = i[4 * J : 5 * J]
     ended = (~in_contact) & (episode > 0)
     long_ep = episode >= min_continuous_steps
     ic = in_contact.astype(jnp.int32)
     finite = (jnp.all(jnp.isfinite(force)) & jnp.isfinite(accel)).astype(jnp.int32)
-    i = jnp.concatenate([
-        i[0:J] + new_impacts.astype(jnp.int32),
-        i[J:2 * J] + ic,
-        i[2 * J:3 * J] + jnp.where(ended & ~long_ep, episode, 0),
-        i[3 * J:4 * J] + jnp.where(ended & long_ep, episode, 0),
-        jnp.where(in_contact, episode + 1, 0),
-        jnp.maximum(i[5 * J:6 * J], n_regions.astype(jnp.int32)),
-        i[6 * J:6 * J + 1] + 1,
-        i[6 * J + 1:6 * J + 2] + steady.astype(jnp.int32),
-        i[6 * J + 2:6 * J + 3] * finite,
-        i[6 * J + 3:] + (0 if window_overflow is None else window_overflow.astype(jnp.int32)),
-    ])
+    i = jnp.concatenate(
+        [
+            i[0:J] + new_impacts.astype(jnp.int32),
+            i[J : 2 * J] + ic,
+            i[2 * J : 3 * J] + jnp.where(ended & ~long_ep, episode, 0),
+            i[3 * J : 4 * J] + jnp.where(ended & long_ep, episode, 0),
+            jnp.where(in_contact, episode + 1, 0),
+            jnp.maximum(i[5 * J : 6 * J], n_regions.astype(jnp.int32)),
+            i[6 * J : 6 * J + 1] + 1,
+            i[6 * J + 1 : 6 * J + 2] + steady.astype(jnp.int32),
+            i[6 * J + 2 : 6 * J + 3] * finite,
+            i[6 * J + 3 :] + (0 if window_overflow is None else window_overflow.astype(jnp.int32)),
+        ]
+    )
     return Packed(f, i)
 
 
@@ -186,6 +212,7 @@ def smooth_peak(lse, steps, p=SMOOTH_EXPONENT):
     """M_p = exp((L − log N)/p) from the accumulated L = logsumexp(p·log F) over N steps;
     ``lse`` (..., J) over several joints is pooled (smooth max over joints and time)."""
     import jax.scipy.special as jss
+
     lse = jnp.asarray(lse)
     n = jnp.asarray(steps, lse.dtype)
     if lse.ndim > n.ndim:
@@ -209,9 +236,16 @@ def motion_fractions(acc: Accumulator):
 
 def peak_vector_names(acc_name, acc_unit):
     """The names of ``peak_vector``'s entries for an acceleration channel ``acc_name`` [acc_unit]."""
-    return ("peak_contact_force_N", "smooth_peak_contact_force_N", f"peak_{acc_name}{acc_unit}",
-            f"smooth_peak_{acc_name}{acc_unit}", "daf_contact_force", "smooth_daf_contact_force",
-            f"daf_{acc_name}", f"smooth_daf_{acc_name}")
+    return (
+        "peak_contact_force_N",
+        "smooth_peak_contact_force_N",
+        f"peak_{acc_name}{acc_unit}",
+        f"smooth_peak_{acc_name}{acc_unit}",
+        "daf_contact_force",
+        "smooth_daf_contact_force",
+        f"daf_{acc_name}",
+        f"smooth_daf_{acc_name}",
+    )
 
 
 def peak_vector(acc: Accumulator, force_reference, acc_reference):
@@ -221,11 +255,22 @@ def peak_vector(acc: Accumulator, force_reference, acc_reference):
     pf, pa = jnp.max(acc.peak_force), acc.peak_acc
     sf = smooth_peak(acc.lse_force, acc.steps)
     sa = smooth_peak(acc.lse_acc, acc.steps)
-    return jnp.stack([pf, sf, pa, sa, amplification(pf, force_reference), amplification(sf, force_reference),
-                      amplification(pa, acc_reference), amplification(sa, acc_reference)])
+    return jnp.stack(
+        [
+            pf,
+            sf,
+            pa,
+            sa,
+            amplification(pf, force_reference),
+            amplification(sf, force_reference),
+            amplification(pa, acc_reference),
+            amplification(sa, acc_reference),
+        ]
+    )
 
 
 # ----------------------------------------------------------------------------- metrics.csv columns
+
 
 def peak_columns(out, what, unit, ideal_col, peak, peak_s, ideal_, ideal_s):
     """peak_<what><unit>, its steady twin, the ideal peak, DE (Flores et al. 2008) and plain ratios."""
@@ -305,9 +350,13 @@ def _variant_names(idx, table, axes, extra=None):
 
 def _warning(code, idx, n, what, advice, table, axes, extra=None):
     idx = [int(i) for i in idx]
-    return {"code": code, "count": len(idx), "variants": idx[:WARN_JSON_VARIANTS],
-            "message": f"{what} in {len(idx)} of {n} variant{'s' if n != 1 else ''}: "
-                       f"{_variant_names(idx, table, axes, extra)}. {advice}"}
+    return {
+        "code": code,
+        "count": len(idx),
+        "variants": idx[:WARN_JSON_VARIANTS],
+        "message": f"{what} in {len(idx)} of {n} variant{'s' if n != 1 else ''}: "
+        f"{_variant_names(idx, table, axes, extra)}. {advice}",
+    }
 
 
 def table_warnings(table, axes=()):
@@ -329,26 +378,51 @@ def table_warnings(table, axes=()):
     if "finite" in table:
         bad = np.nonzero(~np.asarray(table["finite"]).astype(bool))[0]
         if len(bad):
-            out.append(_warning("non_finite", bad, n, "non-finite values (NaN or inf)",
-                                "Their metrics are not valid; reduce integrator.dt_s.", table, axes))
+            out.append(
+                _warning(
+                    "non_finite",
+                    bad,
+                    n,
+                    "non-finite values (NaN or inf)",
+                    "Their metrics are not valid; reduce integrator.dt_s.",
+                    table,
+                    axes,
+                )
+            )
     if "steady_window_fraction" in table:
         whole = np.nonzero(np.asarray(table["steady_window_fraction"], float) >= 1.0 - 1e-12)[0]
         if len(whole):
-            out.append(_warning(
-                "steady_window_is_whole_run", whole, n,
-                "steady window = the whole run",
-                "Their *_steady columns equal the whole-run ones, start-up transient included (the window "
-                "would start before t = 0): lengthen the run (integrator.t_end_s or integrator.revolutions) "
-                "beyond the steady window (integrator.steady_revolutions).", table, axes))
+            out.append(
+                _warning(
+                    "steady_window_is_whole_run",
+                    whole,
+                    n,
+                    "steady window = the whole run",
+                    "Their *_steady columns equal the whole-run ones, start-up transient included (the window "
+                    "would start before t = 0): lengthen the run (integrator.t_end_s or integrator.revolutions) "
+                    "beyond the steady window (integrator.steady_revolutions).",
+                    table,
+                    axes,
+                )
+            )
     if "max_penetration_fraction" in table:
         frac = np.asarray(table["max_penetration_fraction"], float)
         deep = np.nonzero(frac > PENETRATION_WARN_FRACTION)[0]
         if len(deep):
             pen = table.get("max_penetration_m")
-            out.append(_warning(
-                "deep_penetration", deep, n,
-                f"penetration δ above {PENETRATION_WARN_FRACTION:g}·c (c the radial clearance)",
-                "The contact laws model a small local deformation, δ ≪ c: these forces and peaks "
-                "extrapolate the law; read them as qualitative.", table, axes,
-                extra=lambda i: f"δ/c = {frac[i]:.3g}" + (f", δ = {float(pen[i]):.3g} m" if pen is not None else "")))
+            out.append(
+                _warning(
+                    "deep_penetration",
+                    deep,
+                    n,
+                    f"penetration δ above {PENETRATION_WARN_FRACTION:g}·c (c the radial clearance)",
+                    "The contact laws model a small local deformation, δ ≪ c: these forces and peaks "
+                    "extrapolate the law; read them as qualitative.",
+                    table,
+                    axes,
+                    extra=lambda i: (
+                        f"δ/c = {frac[i]:.3g}" + (f", δ = {float(pen[i]):.3g} m" if pen is not None else "")
+                    ),
+                )
+            )
     return out

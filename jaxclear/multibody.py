@@ -349,9 +349,7 @@ def _phi_dot(system, params, q, qd, t):
 def _gamma(system, params, q, qd, t):
     """γ = −(Φ_q q̇)_q q̇ − 2Φ_qt q̇ − Φ_tt = −d/dt(Φ̇)|_{q̈=0} (nested jvp) and Φ̇."""
     t = jnp.asarray(t, q.dtype)
-    phid, dphid = jax.jvp(
-        lambda qq, tt: _phi_dot(system, params, qq, qd, tt), (q, t), (qd, jnp.ones_like(t))
-    )
+    phid, dphid = jax.jvp(lambda qq, tt: _phi_dot(system, params, qq, qd, tt), (q, t), (qd, jnp.ones_like(t)))
     return -dphid, phid
 
 

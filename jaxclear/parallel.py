@@ -29,15 +29,30 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-__all__ = ["initialize", "process_index", "process_count", "local_mesh", "variant_sharding",
-           "padded_size", "my_chunks", "barrier", "gather_rows", "enable_compile_cache",
-           "default_cache_dir", "auto_chunk_size"]
+__all__ = [
+    "initialize",
+    "process_index",
+    "process_count",
+    "local_mesh",
+    "variant_sharding",
+    "padded_size",
+    "my_chunks",
+    "barrier",
+    "gather_rows",
+    "enable_compile_cache",
+    "default_cache_dir",
+    "auto_chunk_size",
+]
 
 AXIS = "variant"
 
 
-def initialize(coordinator: str | None = None, num_processes: int | None = None,
-               process_id: int | None = None, timeout_s: int = 300):
+def initialize(
+    coordinator: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    timeout_s: int = 300,
+):
     """Join a multi-process run (``jax.distributed.initialize``); call before any computation.
 
     coordinator: "host:port" of process 0; num_processes, process_id: this run's size and rank.
@@ -68,6 +83,7 @@ def usable_cores() -> int:
 def _backends_started() -> bool:
     try:
         from jax._src import xla_bridge
+
         return bool(xla_bridge.backends_are_initialized())
     except (ImportError, AttributeError):
         return False
@@ -137,6 +153,7 @@ def barrier(name: str):
     """Wait until every process reaches ``name`` (no-op in a single-process run)."""
     if process_count() > 1:
         from jax.experimental import multihost_utils
+
         multihost_utils.sync_global_devices(name)
 
 
@@ -146,6 +163,7 @@ def gather_rows(values):
     if process_count() == 1:
         return v
     from jax.experimental import multihost_utils
+
     return np.asarray(multihost_utils.process_allgather(v[0])).reshape(process_count(), -1)
 
 
@@ -179,6 +197,7 @@ def enable_compile_cache(path=None) -> Path | None:
         pass
     try:  # JAX latches "no cache" at its first compile: re-arm it for a dir set later
         from jax._src import compilation_cache as _cc
+
         if hasattr(_cc, "reset_cache"):
             _cc.reset_cache()
     except ImportError:
@@ -193,8 +212,7 @@ CPU_CHUNK = 1024
 ACCELERATOR_CHUNK_MAX = 65536
 
 
-def auto_chunk_size(n_variants: int, bytes_per_variant: float, devices=None,
-                    memory_fraction: float = 0.4) -> int:
+def auto_chunk_size(n_variants: int, bytes_per_variant: float, devices=None, memory_fraction: float = 0.4) -> int:
     """Chunk size when ``integrator.chunk_size = 0``: CPU: 1024 variants per process (cache
     sweet spot); accelerators: per device as many as ``memory_fraction`` of its memory holds
     (``bytes_per_variant``: outputs + params + carry), at most 65536; never above n_variants,

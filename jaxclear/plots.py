@@ -59,7 +59,7 @@ def sampling_note(t, save_every, block_max):
     """The sentence that says how the histories were sampled."""
     t = np.asarray(t, float)
     dts = float(t[1] - t[0]) if t.size > 1 else float(t[0])
-    txt = (f"histories saved every {save_every} steps ({dts * 1e6:.3g} µs, dt = {dts / save_every * 1e6:.3g} µs)")
+    txt = f"histories saved every {save_every} steps ({dts * 1e6:.3g} µs, dt = {dts / save_every * 1e6:.3g} µs)"
     if block_max:
         txt += f"; solid: maximum over each {save_every}-step block, thin: the sampled value"
     return txt + "; ★ exact peak over every step (metrics.csv)"
@@ -95,15 +95,29 @@ def contact_force_vs_crank_angle(ax, hists, idx, table, joint=0, axes=(), peaks=
         if bm is not None and abs(seen - exact) <= 1e-9 * max(abs(exact), 1.0):
             # the block maximum reaches the exact peak: mark it where it happened
             ax.plot(th[k], exact, "*", ms=10, color=col, mec="k", mew=0.5)
-            ax.annotate(f"{exact / 1e3:.3g} kN", (th[k], exact), xytext=(5, -3), textcoords="offset points",
-                        fontsize=7, color=col)
+            ax.annotate(
+                f"{exact / 1e3:.3g} kN",
+                (th[k], exact),
+                xytext=(5, -3),
+                textcoords="offset points",
+                fontsize=7,
+                color=col,
+            )
             marks[i] = (float(th[k]), exact)
         elif bm is None and exact > seen:
             # peak between the samples (no block-max channel): its level, not a guessed place
             ax.axhline(exact, ls=":", lw=0.8, color=col)
-            ax.annotate(f"★ exact peak {exact / 1e3:.3g} kN (between samples)", (1.0, exact),
-                        xycoords=("axes fraction", "data"), xytext=(-4, 2), textcoords="offset points",
-                        ha="right", va="bottom", fontsize=7, color=col)
+            ax.annotate(
+                f"★ exact peak {exact / 1e3:.3g} kN (between samples)",
+                (1.0, exact),
+                xycoords=("axes fraction", "data"),
+                xytext=(-4, 2),
+                textcoords="offset points",
+                ha="right",
+                va="bottom",
+                fontsize=7,
+                color=col,
+            )
             marks[i] = (None, exact)
         ax.set_ylim(top=max(ax.get_ylim()[1], exact * 1.12))
     ax.set_xlabel("crank angle [deg]")
@@ -129,9 +143,13 @@ def bore_boundaries(spec, table, idx, axis_paths=()):
 
     from .mechanisms import _clearance
     from . import spec as specmod
+
     base = {f"{s}.{k}": v for s in ("joint", "profile", "laws") for k, v in spec[s].items()}
-    swept = {pth: np.array([float(table[specmod.column_name(pth)][i]) for i in idx])
-             for pth in axis_paths if specmod.column_name(pth) in table}
+    swept = {
+        pth: np.array([float(table[specmod.column_name(pth)][i]) for i in idx])
+        for pth in axis_paths
+        if specmod.column_name(pth) in table
+    }
     fixed = {k: v for k, v in base.items() if k not in swept}
     n = int(spec["profile"].get("n_points") or 0) or 360
 
@@ -143,8 +161,11 @@ def bore_boundaries(spec, table, idx, axis_paths=()):
         r = jnp.hypot(pts[:, 0], pts[:, 1])
         return pts * ((r - rj) / r / c)[:, None]
 
-    b = np.asarray(jax.jit(jax.vmap(one))({k: jnp.asarray(v) for k, v in swept.items()})) if swept else \
-        np.broadcast_to(np.asarray(jax.jit(one)({})), (len(idx), n, 2))
+    b = (
+        np.asarray(jax.jit(jax.vmap(one))({k: jnp.asarray(v) for k, v in swept.items()}))
+        if swept
+        else np.broadcast_to(np.asarray(jax.jit(one)({})), (len(idx), n, 2))
+    )
     return {i: (np.append(b[k, :, 0], b[k, 0, 0]), np.append(b[k, :, 1], b[k, 0, 1])) for k, i in enumerate(idx)}
 
 
@@ -198,8 +219,17 @@ def orbit_figure(hists, idx, table, clearance=None, axes=(), bores=None, title="
     leg.set_bbox_to_anchor((0.5, ax.transAxes.inverted().transform((0.0, below))[1]), transform=ax.transAxes)
     if note:
         # x in axes fractions (left edge of the axes), y just under the legend's bottom edge
-        ax.annotate(note, xy=(0.0, 0.0), xycoords=("axes fraction", leg), xytext=(0, -6),
-                    textcoords="offset points", ha="left", va="top", fontsize=7, annotation_clip=False)
+        ax.annotate(
+            note,
+            xy=(0.0, 0.0),
+            xycoords=("axes fraction", leg),
+            xytext=(0, -6),
+            textcoords="offset points",
+            ha="left",
+            va="top",
+            fontsize=7,
+            annotation_clip=False,
+        )
     return fig
 
 
@@ -282,8 +312,9 @@ def amplification_map(ax, table, xkey, ykey, zkey, rows=None, norm=None, colorba
             for (a, b), v in np.ndenumerate(grid):
                 if np.isfinite(v):
                     lum = np.mean(im.cmap(norm(v))[:3])
-                    ax.text(ux[b], uy[a], f"{v:.3g}", ha="center", va="center", fontsize=6,
-                            color="k" if lum > 0.5 else "w")
+                    ax.text(
+                        ux[b], uy[a], f"{v:.3g}", ha="center", va="center", fontsize=6, color="k" if lum > 0.5 else "w"
+                    )
     else:
         im = ax.scatter(x, y, c=z, s=12, norm=norm)
         count = np.array([2])
@@ -306,11 +337,18 @@ def amplification_maps(table, xkey, ykey, zkey, facet=None, title=""):
     n = len(vals)
     ncol = int(np.ceil(np.sqrt(n)))
     nrow = int(np.ceil(n / ncol))
-    fig, axs = plt.subplots(nrow, ncol, figsize=(4.2 * ncol + 1.4, 3.4 * nrow + 1.2), squeeze=False,
-                            sharex=True, sharey=True)
+    fig, axs = plt.subplots(
+        nrow, ncol, figsize=(4.2 * ncol + 1.4, 3.4 * nrow + 1.2), squeeze=False, sharex=True, sharey=True
+    )
     # fixed margins: constrained layout cost ~2 s per figure (text extents of every tick)
-    fig.subplots_adjust(left=0.75 / (4.2 * ncol + 1.4), right=0.86, bottom=1.0 / (3.4 * nrow + 1.2),
-                        top=1 - 0.55 / (3.4 * nrow + 1.2), wspace=0.08, hspace=0.25)
+    fig.subplots_adjust(
+        left=0.75 / (4.2 * ncol + 1.4),
+        right=0.86,
+        bottom=1.0 / (3.4 * nrow + 1.2),
+        top=1 - 0.55 / (3.4 * nrow + 1.2),
+        wspace=0.08,
+        hspace=0.25,
+    )
     norm = _norm(table[zkey])
     im = None
     for k, v in enumerate(vals):
@@ -325,9 +363,17 @@ def amplification_maps(table, xkey, ykey, zkey, facet=None, title=""):
             ax.set_xlabel("")
     for ax in list(axs.flat)[n:]:
         ax.set_visible(False)
-    multi = any(_grid(table, xkey, ykey, zkey,
-                      np.arange(len(table[zkey])) if v is None else
-                      np.nonzero(np.asarray(table[facet], float) == v)[0])[3].max() > 1 for v in vals)
+    multi = any(
+        _grid(
+            table,
+            xkey,
+            ykey,
+            zkey,
+            np.arange(len(table[zkey])) if v is None else np.nonzero(np.asarray(table[facet], float) == v)[0],
+        )[3].max()
+        > 1
+        for v in vals
+    )
     _colorbar(fig, im, axs, _label(zkey) + (" (max over the other axes)" if multi else ""))
     if title:
         fig.suptitle(title, fontsize=10)
@@ -337,8 +383,9 @@ def amplification_maps(table, xkey, ykey, zkey, facet=None, title=""):
 DAF_LABEL = "dynamic amplification factor DAF = (max clearance − max ideal) / max ideal [-]"
 
 
-def sweep_plots(outdir, table, summary, hists, t, spec, amplified=("contact_force", "slider_acceleration"),
-                axis_paths=None):
+def sweep_plots(
+    outdir, table, summary, hists, t, spec, amplified=("contact_force", "slider_acceleration"), axis_paths=None
+):
     """Write the standard PNGs of a sweep into outdir/plots; return their relative paths.
     amplified: the quantities whose DAF columns are mapped over the axes (the table leads with
     DAF, so the figures do too)."""
@@ -350,6 +397,7 @@ def sweep_plots(outdir, table, summary, hists, t, spec, amplified=("contact_forc
     axes = list(summary["axes"])
     if axis_paths is None:
         from . import spec as specmod
+
         axis_paths = [a["path"] for a in specmod.parse_axes(spec)]
     save_every = int(summary.get("save_every") or spec["integrator"]["save_every"])
     name = summary["name"]
@@ -372,8 +420,9 @@ def sweep_plots(outdir, table, summary, hists, t, spec, amplified=("contact_forc
                 if r < nv - 1:
                     ax.set_xlabel("")
         fig.suptitle(f"{name}: contact force at the " + " / ".join(f"{j} joint" for j in joints_[:nj]), fontsize=10)
-        fig.text(0.01, 0.01, sampling_note(t, save_every, "contact_force_block_max_N" in hists), fontsize=7,
-                 va="bottom")
+        fig.text(
+            0.01, 0.01, sampling_note(t, save_every, "contact_force_block_max_N" in hists), fontsize=7, va="bottom"
+        )
         fig.savefig(pdir / "contact_force_vs_crank_angle.png", dpi=110)
         plt.close(fig)
         written.append("plots/contact_force_vs_crank_angle.png")
@@ -386,10 +435,17 @@ def sweep_plots(outdir, table, summary, hists, t, spec, amplified=("contact_forc
         tt = np.asarray(t, float)
         dts = float(tt[1] - tt[0]) if tt.size > 1 else float(tt[0])
         tab = {**table, "clearance_m": joint_clearance(spec, table, jn)}  # the plotted joint's own
-        fig = orbit_figure(hists, idx, tab, clearance, axes=axes, bores=bores,
-                           title=f"{name}: journal-centre orbits / clearance" + (f" ({jn} joint)" if jn else ""),
-                           note=f"orbit points every {save_every} steps ({dts * 1e6:.3g} µs): straight segments "
-                                "are the sampling, not the motion")
+        fig = orbit_figure(
+            hists,
+            idx,
+            tab,
+            clearance,
+            axes=axes,
+            bores=bores,
+            title=f"{name}: journal-centre orbits / clearance" + (f" ({jn} joint)" if jn else ""),
+            note=f"orbit points every {save_every} steps ({dts * 1e6:.3g} µs): straight segments "
+            "are the sampling, not the motion",
+        )
         fig.savefig(pdir / "journal_orbits.png", dpi=110, bbox_inches="tight", pad_inches=0.08)
         plt.close(fig)
         written.append("plots/journal_orbits.png")
@@ -397,8 +453,14 @@ def sweep_plots(outdir, table, summary, hists, t, spec, amplified=("contact_forc
         for z in tuple(f"daf_{a}_steady" for a in amplified):
             if z not in table:
                 continue
-            fig = amplification_maps(table, axes[0], axes[1], z, facet=axes[2] if len(axes) >= 3 else None,
-                                     title=f"{name}: {_label(z)} (DAF, steady window)")
+            fig = amplification_maps(
+                table,
+                axes[0],
+                axes[1],
+                z,
+                facet=axes[2] if len(axes) >= 3 else None,
+                title=f"{name}: {_label(z)} (DAF, steady window)",
+            )
             fig.savefig(pdir / f"map_{z}.png", dpi=110)
             plt.close(fig)
             written.append(f"plots/map_{z}.png")
@@ -428,6 +490,7 @@ def sweep_plots(outdir, table, summary, hists, t, spec, amplified=("contact_forc
 # Figures the tutorial notebooks draw (the CLI figures above are built from the same pieces).
 # Each draws into a given matplotlib Axes and returns it; units are in the axis labels.
 
+
 def _groups(table, keys):
     """Row indices grouped by the distinct values of ``keys`` (columns of table), in order."""
     keys = [k for k in keys if k in table]
@@ -438,9 +501,23 @@ def _groups(table, keys):
     return [(tuple(u), np.nonzero(np.all(cols == u, axis=1))[0]) for u in uniq]
 
 
-_UNITS = (("_m2_per_N", "m²/N"), ("_N_m", "N·m"), ("_m_per_s2", "m/s²"), ("_m_per_s", "m/s"), ("_rad_per_s2", "rad/s²"), ("_rad_per_s", "rad/s"),
-          ("_rpm", "rpm"), ("_Pa", "Pa"), ("_kg_m2", "kg·m²"), ("_kg", "kg"), ("_N", "N"), ("_rad", "rad"),
-          ("_deg", "°"), ("_m", "m"), ("_s", "s"))
+_UNITS = (
+    ("_m2_per_N", "m²/N"),
+    ("_N_m", "N·m"),
+    ("_m_per_s2", "m/s²"),
+    ("_m_per_s", "m/s"),
+    ("_rad_per_s2", "rad/s²"),
+    ("_rad_per_s", "rad/s"),
+    ("_rpm", "rpm"),
+    ("_Pa", "Pa"),
+    ("_kg_m2", "kg·m²"),
+    ("_kg", "kg"),
+    ("_N", "N"),
+    ("_rad", "rad"),
+    ("_deg", "°"),
+    ("_m", "m"),
+    ("_s", "s"),
+)
 
 
 def _name_unit(col):
@@ -456,8 +533,13 @@ def _fmt_group(keys, vals):
     return ", ".join(f"{_name_unit(k)[0]} = {v:g} {_name_unit(k)[1]}".replace(" -", "") for k, v in zip(keys, vals))
 
 
-def peak_vs_clearance(ax, table, metric="peak_contact_force_steady_N", ideal="ideal_peak_reaction_steady_N",
-                      by=("crank_speed_rpm", "restitution")):
+def peak_vs_clearance(
+    ax,
+    table,
+    metric="peak_contact_force_steady_N",
+    ideal="ideal_peak_reaction_steady_N",
+    by=("crank_speed_rpm", "restitution"),
+):
     """A peak metric against the clearance on log–log axes, one line per combination of the
     ``by`` columns; the ideal (no-clearance) peak of each group dashed in the same colour.
     Clearance in mm on the x axis, the metric's unit from its column name."""
@@ -465,8 +547,14 @@ def peak_vs_clearance(ax, table, metric="peak_contact_force_steady_N", ideal="id
     c = np.asarray(table["clearance_m"], float)
     for vals, rows in _groups(table, keys):
         rows = rows[np.argsort(c[rows])]
-        (line,) = ax.plot(c[rows] * 1e3, np.asarray(table[metric], float)[rows], "o-", ms=3, lw=1,
-                          label=_fmt_group(keys, vals) or metric)
+        (line,) = ax.plot(
+            c[rows] * 1e3,
+            np.asarray(table[metric], float)[rows],
+            "o-",
+            ms=3,
+            lw=1,
+            label=_fmt_group(keys, vals) or metric,
+        )
         if ideal and ideal in table:
             ax.plot(c[rows] * 1e3, np.asarray(table[ideal], float)[rows], "--", lw=0.8, color=line.get_color())
     ax.set_xscale("log")
@@ -495,11 +583,19 @@ def motion_modes(ax, table, by=("crank_speed_rpm", "restitution")):
     for g, (vals, rows) in enumerate(_groups(table, keys)):
         rows = rows[np.argsort(c[rows])]
         for m, mode in enumerate(MOTION_MODES):
-            ax.plot(c[rows] * 1e3, np.asarray(table[mode], float)[rows], styles[g % 4],
-                    marker=markers[(g // 4) % 6], ms=3, lw=1, color=cols(m),
-                    label=(_label(mode.removesuffix("_fraction")) if g == 0 else None))
-        ax.plot([], [], styles[g % 4], marker=markers[(g // 4) % 6], color="k", lw=1, ms=3,
-                label=_fmt_group(keys, vals))
+            ax.plot(
+                c[rows] * 1e3,
+                np.asarray(table[mode], float)[rows],
+                styles[g % 4],
+                marker=markers[(g // 4) % 6],
+                ms=3,
+                lw=1,
+                color=cols(m),
+                label=(_label(mode.removesuffix("_fraction")) if g == 0 else None),
+            )
+        ax.plot(
+            [], [], styles[g % 4], marker=markers[(g // 4) % 6], color="k", lw=1, ms=3, label=_fmt_group(keys, vals)
+        )
     ax.set_xscale("log")
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_ylim(-0.02, 1.02)
@@ -517,8 +613,12 @@ def profile_radii(ax, profiles, ref_radius):
         th = np.degrees(np.mod(np.arctan2(p[:, 1], p[:, 0]), 2 * np.pi))
         o = np.argsort(th)
         r = np.hypot(p[:, 0], p[:, 1])
-        ax.plot(np.append(th[o], th[o][0] + 360), np.append(r[o], r[o][0]) * 1e6 - ref_radius * 1e6,
-                lw=1, label=f"{name} (N = {len(p)})")
+        ax.plot(
+            np.append(th[o], th[o][0] + 360),
+            np.append(r[o], r[o][0]) * 1e6 - ref_radius * 1e6,
+            lw=1,
+            label=f"{name} (N = {len(p)})",
+        )
     ax.set_xlabel("polar angle θ [deg]")
     ax.set_ylabel(f"r(θ) − {ref_radius * 1e3:.4g} mm [µm]")
     ax.set_xlim(0, 360)
@@ -530,7 +630,7 @@ def _pin_surface_radius(theta, center, radius):
     """Distance from the bushing origin to the pin surface along the ray θ (origin inside the pin):
     ρ = c·u + sqrt(R² − |c|² + (c·u)²), u = (cos θ, sin θ)."""
     cu = center[0] * np.cos(theta) + center[1] * np.sin(theta)
-    return cu + np.sqrt(np.maximum(radius ** 2 - center[0] ** 2 - center[1] ** 2 + cu ** 2, 0.0))
+    return cu + np.sqrt(np.maximum(radius**2 - center[0] ** 2 - center[1] ** 2 + cu**2, 0.0))
 
 
 def contact_regions(ax, points, pin_center, pin_radius, regions, ref_radius=None, title=None, center_deg=0.0):
@@ -551,10 +651,14 @@ def contact_regions(ax, points, pin_center, pin_radius, regions, ref_radius=None
     o = np.argsort(th)
     r = np.hypot(p[:, 0], p[:, 1])
     ths = np.linspace(lo, lo + 2 * np.pi, 721)
-    ax.plot(np.degrees(np.append(th[o], th[o][0] + 2 * np.pi)), (np.append(r[o], r[o][0]) - ref) * 1e6,
-            "k-", lw=0.9, label=f"bushing profile (N = {len(p)})")
-    ax.plot(np.degrees(ths), (_pin_surface_radius(ths, c, R) - ref) * 1e6, color="0.55", lw=0.9,
-            label="pin surface")
+    ax.plot(
+        np.degrees(np.append(th[o], th[o][0] + 2 * np.pi)),
+        (np.append(r[o], r[o][0]) - ref) * 1e6,
+        "k-",
+        lw=0.9,
+        label=f"bushing profile (N = {len(p)})",
+    )
+    ax.plot(np.degrees(ths), (_pin_surface_radius(ths, c, R) - ref) * 1e6, color="0.55", lw=0.9, label="pin surface")
     labels = np.asarray(regions.labels)
     K = np.asarray(regions.depth).shape[0]
     rho = _pin_surface_radius(th, c, R)
@@ -565,12 +669,25 @@ def contact_regions(ax, points, pin_center, pin_radius, regions, ref_radius=None
         sel = labels == j
         col = cmap(j % 10)
         ax.vlines(np.degrees(th[sel]), (r[sel] - ref) * 1e6, (rho[sel] - ref) * 1e6, color=col, lw=2, alpha=0.6)
-        ax.plot(np.degrees(th[sel]), (r[sel] - ref) * 1e6, "o", ms=3, color=col,
-                label=f"region {j}: {int(sel.sum())} points")
+        ax.plot(
+            np.degrees(th[sel]),
+            (r[sel] - ref) * 1e6,
+            "o",
+            ms=3,
+            color=col,
+            label=f"region {j}: {int(sel.sum())} points",
+        )
         k = int(np.asarray(regions.index)[j])
         d = float(np.asarray(regions.depth)[j])
-        ax.annotate(f"δ = {d * 1e6:.2f} µm", (np.degrees(th[k]), (r[k] - ref) * 1e6), fontsize=7,
-                    xytext=(0, -14), textcoords="offset points", ha="center", color=col)
+        ax.annotate(
+            f"δ = {d * 1e6:.2f} µm",
+            (np.degrees(th[k]), (r[k] - ref) * 1e6),
+            fontsize=7,
+            xytext=(0, -14),
+            textcoords="offset points",
+            ha="center",
+            color=col,
+        )
     ax.set_xlabel("polar angle θ [deg]")
     ax.set_ylabel(f"radius − {ref * 1e3:.4g} mm [µm]")
     ax.set_xlim(np.degrees(lo), np.degrees(lo) + 360)
@@ -634,8 +751,14 @@ def gradient_comparison(ax, keys, autodiff, finite_difference, values=None, metr
     ax.barh(y + 0.2, fd * scale, height=0.4, label="central finite difference")
     for i in range(len(keys)):
         rel = abs(ad[i] - fd[i]) / abs(ad[i]) if ad[i] != 0 else np.nan
-        ax.annotate(f"rel. diff {rel:.1e}", (max(ad[i] * scale[i], fd[i] * scale[i], 0), y[i]), fontsize=7,
-                    xytext=(4, 0), textcoords="offset points", va="center")
+        ax.annotate(
+            f"rel. diff {rel:.1e}",
+            (max(ad[i] * scale[i], fd[i] * scale[i], 0), y[i]),
+            fontsize=7,
+            xytext=(4, 0),
+            textcoords="offset points",
+            va="center",
+        )
     ax.set_yticks(y, keys)
     ax.axvline(0, color="k", lw=0.8)
     ax.set_xlabel("normalised sensitivity (θ/M)·∂M/∂θ [-]" if values is not None else "∂M/∂θ")
@@ -711,6 +834,7 @@ def versus_ideal(mech, outdir, spec, table, summary, hists, t, chans, filename, 
     import jax.numpy as jnp
 
     from . import spec as specmod
+
     first = mech.joints[spec["model"]["clearance_joint"]][0]
     chans = [(c, f"reaction_{first}" if k == "reaction" else k, lab) for c, k, lab in chans if c in hists]
     if not chans or "crank_angle_rad" not in hists:
@@ -720,7 +844,9 @@ def versus_ideal(mech, outdir, spec, table, summary, hists, t, chans, filename, 
     cfg = mech.make_config(spec, float(t[-1]))
     p = mech.params(spec, cfg, flat, jnp.float64, float(t[-1]))
     tt = np.linspace(float(p.steady_start), float(t[-1]), 4001)
-    ide = {k: np.asarray(v) for k, v in jax.jit(mech.ideal)(p, jnp.asarray(tt)).items()}  # jit: eager vmap took ~8 s more
+    ide = {
+        k: np.asarray(v) for k, v in jax.jit(mech.ideal)(p, jnp.asarray(tt)).items()
+    }  # jit: eager vmap took ~8 s more
     deg = lambda th: np.degrees(np.mod(th, 2 * np.pi))
     idx = pick_variants(table, int(spec["outputs"]["plot_variants"]))
     fig, axs = plt.subplots(len(chans), 1, figsize=(8, 2.6 * len(chans)), sharex=True)
@@ -734,8 +860,13 @@ def versus_ideal(mech, outdir, spec, table, summary, hists, t, chans, filename, 
             o = np.argsort(th)
             c = table["clearance_m"][i] if "clearance_m" in table else spec["joint"]["clearance_m"]
             ax.plot(th[o], y[o], lw=0.7, label=f"clearance {c * 1e3:.3g} mm")
-        ax.plot(deg(ide["theta"])[order], (np.abs(ide[key]) if ch == "contact_force_N" else ide[key])[order],
-                "k--", lw=1.0, label="ideal")
+        ax.plot(
+            deg(ide["theta"])[order],
+            (np.abs(ide[key]) if ch == "contact_force_N" else ide[key])[order],
+            "k--",
+            lw=1.0,
+            label="ideal",
+        )
         ax.set_ylabel(lab)
     axs[0].legend(fontsize=7)
     axs[0].set_title(f"{summary['name']}: {title}")
@@ -769,8 +900,13 @@ def channels_vs_crank_angle(outdir, spec, table, summary, hists, t, channels, fi
     _legend_outside(axs[0, 0])
     save_every = int(summary.get("save_every") or spec["integrator"]["save_every"])
     fig.suptitle(f"{summary['name']}: saved histories against the crank angle", fontsize=10)
-    fig.text(0.01, 0.01, sampling_note(t, save_every, False).split("; ★")[0] + " (no peak between samples shown)",
-             fontsize=7, va="bottom")
+    fig.text(
+        0.01,
+        0.01,
+        sampling_note(t, save_every, False).split("; ★")[0] + " (no peak between samples shown)",
+        fontsize=7,
+        va="bottom",
+    )
     fig.tight_layout(rect=(0, 0.03, 1, 0.97))
     pdir = Path(outdir) / "plots"
     pdir.mkdir(exist_ok=True)
@@ -818,8 +954,14 @@ def wear_evolution_plots(outdir, ev, table, spec):
     written = []
 
     # -- polar profiles
-    fig, axs = plt.subplots(1, len(idx), subplot_kw={"projection": "polar"}, figsize=(4.6 * len(idx) + 1.2, 4.6),
-                            squeeze=False, gridspec_kw={"wspace": 0.45})
+    fig, axs = plt.subplots(
+        1,
+        len(idx),
+        subplot_kw={"projection": "polar"},
+        figsize=(4.6 * len(idx) + 1.2, 4.6),
+        squeeze=False,
+        gridspec_kw={"wspace": 0.45},
+    )
     rows = np.unique(np.linspace(0, U1 - 1, min(U1, 6)).round().astype(int))
     cmap = plt.get_cmap("viridis")
     norm = matplotlib.colors.Normalize(0, np.nanmax(cycles[:, idx]))
@@ -831,14 +973,20 @@ def wear_evolution_plots(outdir, ev, table, spec):
         for m in rows:
             r0 = np.linalg.norm(p0, axis=-1)
             r = (r0 + ev["depth_m"][m, i, j] - rj[i, j]) * 1e6
-            ax.plot(np.r_[th[o], th[o][0]], np.r_[r[o], r[o][0]], color=cmap(norm(cycles[m, i])),
-                    lw=2.0 if m == 0 else 1.2, ls="--" if m == 0 else "-")
+            ax.plot(
+                np.r_[th[o], th[o][0]],
+                np.r_[r[o], r[o][0]],
+                color=cmap(norm(cycles[m, i])),
+                lw=2.0 if m == 0 else 1.2,
+                ls="--" if m == 0 else "-",
+            )
         ax.set_rlabel_position(112.5)
         ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: f"{x:g} µm"))
         ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(4))
         ax.tick_params(labelsize=7)
-        ax.set_title(variant_label(inputs, axes, i) + (f"\njoint {names[j]}" if len(names) > 1 else ""),
-                     fontsize=8, pad=14)
+        ax.set_title(
+            variant_label(inputs, axes, i) + (f"\njoint {names[j]}" if len(names) > 1 else ""), fontsize=8, pad=14
+        )
     sm = matplotlib.cm.ScalarMappable(norm=norm, cmap=cmap)
     cb = fig.colorbar(sm, ax=axs[0].tolist(), shrink=0.8, pad=0.08)
     cb.set_label("crank cycles (dashed: new bushing)")
@@ -859,12 +1007,20 @@ def wear_evolution_plots(outdir, ev, table, spec):
         im = ax.pcolormesh(th[o], cycles[:, i], d, shading="nearest", cmap="magma", vmin=0, vmax=vmax)
         k = int(np.nanargmax(d[-1]))
         ax.plot(th[o][k], cycles[-1, i], "c^", ms=7, clip_on=False)
-        ax.annotate(f"deepest {d[-1, k]:.3g} µm at {th[o][k]:.0f}°", (th[o][k], cycles[-1, i]),
-                    xytext=(0.5, 1.02), textcoords="axes fraction", ha="center", fontsize=7, color="k")
+        ax.annotate(
+            f"deepest {d[-1, k]:.3g} µm at {th[o][k]:.0f}°",
+            (th[o][k], cycles[-1, i]),
+            xytext=(0.5, 1.02),
+            textcoords="axes fraction",
+            ha="center",
+            fontsize=7,
+            color="k",
+        )
         ax.set_xlabel("bushing angle θ [deg] (bearing frame)")
         ax.set_xticks(np.arange(-180, 181, 90))
-        ax.set_title(variant_label(inputs, axes, i) + (f", joint {names[j]}" if len(names) > 1 else ""),
-                     fontsize=8, pad=16)
+        ax.set_title(
+            variant_label(inputs, axes, i) + (f", joint {names[j]}" if len(names) > 1 else ""), fontsize=8, pad=16
+        )
         _cycle_label(ax, cycles[:, i])
     cb = fig.colorbar(im, ax=axs[0].tolist(), shrink=0.9)
     cb.set_label("wear depth h [µm]")
@@ -874,20 +1030,29 @@ def wear_evolution_plots(outdir, ev, table, spec):
 
     # -- force, clearance and volume against cycles
     met = ev["metrics"]
-    panels = [("peak_contact_force_steady_N", "peak contact force (steady window) [N]", 1.0),
-              ("max_radial_clearance_m", "largest radial clearance [µm]", 1e6),
-              ("worn_volume_m3", "worn volume [mm³]", 1e9)]
+    panels = [
+        ("peak_contact_force_steady_N", "peak contact force (steady window) [N]", 1.0),
+        ("max_radial_clearance_m", "largest radial clearance [µm]", 1e6),
+        ("worn_volume_m3", "worn volume [mm³]", 1e9),
+    ]
     panels = [pn for pn in panels if pn[0] in met]
     fig, axs = plt.subplots(len(panels), 1, figsize=(7.8, 2.3 * len(panels) + 0.6), sharex=True, squeeze=False)
     show = _wear_variants(ev, 8)
     for ax, (col, lab, sc) in zip(axs[:, 0], panels):
         for i in show:
             y = met[col][:, i] * sc
-            line, = ax.plot(cycles[:, i], y, ".-", lw=1.2, ms=4, label=variant_label(inputs, axes, i))
+            (line,) = ax.plot(cycles[:, i], y, ".-", lw=1.2, ms=4, label=variant_label(inputs, axes, i))
             k = int(np.nanargmax(y))  # the exact peak, labelled inside the axes
             right = k > 0.6 * (len(y) - 1)
-            ax.annotate(f"{y[k]:.4g}", (cycles[k, i], y[k]), xytext=(-4 if right else 4, 4), textcoords="offset points",
-                        ha="right" if right else "left", fontsize=7, color=line.get_color())
+            ax.annotate(
+                f"{y[k]:.4g}",
+                (cycles[k, i], y[k]),
+                xytext=(-4 if right else 4, 4),
+                textcoords="offset points",
+                ha="right" if right else "left",
+                fontsize=7,
+                color=line.get_color(),
+            )
         ax.set_ylabel(lab, fontsize=8)
         ax.margins(y=0.15)
         ax.grid(alpha=0.3)

@@ -49,9 +49,7 @@ def _concrete(x: Any):
 
 def _check_n_points(n_points: Any, name: str = "n_points") -> int:
     if isinstance(n_points, (bool, np.bool_)) or not isinstance(n_points, (int, np.integer)):
-        raise ValueError(
-            f"{name} must be a Python int >= 3 (static number of profile points), got {n_points!r}"
-        )
+        raise ValueError(f"{name} must be a Python int >= 3 (static number of profile points), got {n_points!r}")
     if n_points < 3:
         raise ValueError(f"{name} must be >= 3, got {n_points}")
     return int(n_points)
@@ -243,8 +241,7 @@ def measured(points=None, path=None, n_points: int | None = None) -> jax.Array:
     """
     if (points is None) == (path is None):
         raise ValueError(
-            f"give exactly one of points or path, got points={'None' if points is None else 'array'}, "
-            f"path={path!r}"
+            f"give exactly one of points or path, got points={'None' if points is None else 'array'}, path={path!r}"
         )
     if path is not None:
         p = jnp.asarray(_read_csv(path))

@@ -18,27 +18,48 @@ _NAMED = {"slider_crank": {"clearance_joint": "both"}, "four_bar": {"clearance_j
 
 def markdown() -> str:
     """The spec reference of every built-in mechanism (common tables once, then each mechanism's own)."""
-    out = ["Generated from the declarations (`python -m jaxclear.reference README.md`); every float of a",
-           "sweepable table can be an axis or a `--set` override by its dotted path.", "",
-           schema.reference_markdown([specmod.SWEEP, specmod.SAMPLING], title="Every spec")]
-    for name in ("slider_crank", "four_bar", "impact_oscillator", "plate_compactor", "planet_pin",
-                 "rotor_two_bearings"):
+    out = [
+        "Generated from the declarations (`python -m jaxclear.reference README.md`); every float of a",
+        "sweepable table can be an axis or a `--set` override by its dotted path.",
+        "",
+        schema.reference_markdown([specmod.SWEEP, specmod.SAMPLING], title="Every spec"),
+    ]
+    for name in (
+        "slider_crank",
+        "four_bar",
+        "impact_oscillator",
+        "plate_compactor",
+        "planet_pin",
+        "rotor_two_bearings",
+    ):
         sch = specmod.schema(name)
         own = [t for p, t in sch.decl.items() if p not in ("sweep", "sampling")]
-        out.append(schema.reference_markdown(own, title=f"`model.mechanism = \"{name}\"`"))
+        out.append(schema.reference_markdown(own, title=f'`model.mechanism = "{name}"`'))
         if name in _NAMED:
             multi = specmod.schema(name, _NAMED[name])
             extra = [t.path for p, t in multi.decl.items() if p not in sch.decl]
-            out.append(f"With `clearance_joint = \"{_NAMED[name]['clearance_joint']}\"` each clearance joint may "
-                       "override the float keys of `[joint]`, `[profile]` and `[laws]` in its own optional tables: "
-                       + ", ".join(f"`[{p}]`" for p in extra) + ".\n")
+            out.append(
+                f'With `clearance_joint = "{_NAMED[name]["clearance_joint"]}"` each clearance joint may '
+                "override the float keys of `[joint]`, `[profile]` and `[laws]` in its own optional tables: "
+                + ", ".join(f"`[{p}]`" for p in extra)
+                + ".\n"
+            )
     # the linkage's tables follow the spec's names: one of each, with placeholder names
-    skel = {"points": {"<point>": {}}, "links": {"<link>": {}}, "bodies": {"<body>": {}},
-            "joints": {"<joint>": {"type": "clearance"}}}
+    skel = {
+        "points": {"<point>": {}},
+        "links": {"<link>": {}},
+        "bodies": {"<body>": {}},
+        "joints": {"<joint>": {"type": "clearance"}},
+    }
     sch = specmod.schema("linkage", {}, skel)
     own = [t for p, t in sch.decl.items() if p not in ("sweep", "sampling")]
-    out.append(schema.reference_markdown(own, title='`model.mechanism = "linkage"` (one table per named point, link, '
-                                                    'body and joint; `<joint>` shown as a clearance joint)'))
+    out.append(
+        schema.reference_markdown(
+            own,
+            title='`model.mechanism = "linkage"` (one table per named point, link, '
+            "body and joint; `<joint>` shown as a clearance joint)",
+        )
+    )
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -39,8 +39,9 @@ import jax.numpy as jnp
 from . import integrate
 
 Pose = integrate.state_type("Pose", ("x", "quat"), doc="Pose(x [m] (n, 3), quat (w, x, y, z) (n, 4))")
-Twist = integrate.state_type("Twist", ("v", "w"),
-                             doc="Twist(v [m/s] (n, 3) world, w [rad/s] (n, 3) body frame); also (a, α)")
+Twist = integrate.state_type(
+    "Twist", ("v", "w"), doc="Twist(v [m/s] (n, 3) world, w [rad/s] (n, 3) body frame); also (a, α)"
+)
 
 #: Schemes of ``integrate`` that this module's drift supports, with their measured order on
 #: the torque-free asymmetric top (velocity-dependent gyroscopic term).
@@ -52,10 +53,15 @@ def quat_mul(p, q):
     """Hamilton product p ⊗ q of quaternions (w, x, y, z) (last axis 4)."""
     pw, px, py, pz = p[..., 0], p[..., 1], p[..., 2], p[..., 3]
     qw, qx, qy, qz = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    return jnp.stack([pw * qw - px * qx - py * qy - pz * qz,
-                      pw * qx + px * qw + py * qz - pz * qy,
-                      pw * qy - px * qz + py * qw + pz * qx,
-                      pw * qz + px * qy - py * qx + pz * qw], axis=-1)
+    return jnp.stack(
+        [
+            pw * qw - px * qx - py * qy - pz * qz,
+            pw * qx + px * qw + py * qz - pz * qy,
+            pw * qy - px * qz + py * qw + pz * qx,
+            pw * qz + px * qy - py * qx + pz * qw,
+        ],
+        axis=-1,
+    )
 
 
 def quat_exp(rotvec):
@@ -86,10 +92,14 @@ def quat_normalize(q):
 def quat_to_matrix(q):
     """Rotation matrix R(q) (…, 3, 3) of a unit quaternion: world = R · body."""
     w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    return jnp.stack([
-        jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-        jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-        jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1)], -2)
+    return jnp.stack(
+        [
+            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
+    )
 
 
 def quat_from_axis_angle(axis, angle):
@@ -102,15 +112,17 @@ def rotate(q, v):
     """R(q) v (body → world).  Written out elementwise: a batched 3×3 product would be a
     separate dot per variant on XLA's CPU backend."""
     R = quat_to_matrix(q)
-    return jnp.stack([R[..., i, 0] * v[..., 0] + R[..., i, 1] * v[..., 1] + R[..., i, 2] * v[..., 2]
-                      for i in range(3)], -1)
+    return jnp.stack(
+        [R[..., i, 0] * v[..., 0] + R[..., i, 1] * v[..., 1] + R[..., i, 2] * v[..., 2] for i in range(3)], -1
+    )
 
 
 def rotate_back(q, v):
     """R(q)ᵀ v (world → body)."""
     R = quat_to_matrix(q)
-    return jnp.stack([R[..., 0, i] * v[..., 0] + R[..., 1, i] * v[..., 1] + R[..., 2, i] * v[..., 2]
-                      for i in range(3)], -1)
+    return jnp.stack(
+        [R[..., 0, i] * v[..., 0] + R[..., 1, i] * v[..., 1] + R[..., 2, i] * v[..., 2] for i in range(3)], -1
+    )
 
 
 # ------------------------------------------------------------------------------- dynamics
@@ -184,6 +196,24 @@ def run(step, params, state0, n_steps, save_every=1, reduce=None, acc0=None, sav
     return integrate.simulate(step, params, state0, acc0, red, n_steps // save_every, save_every, save=save)
 
 
-__all__ = ["Pose", "Twist", "SCHEMES", "quat_mul", "quat_exp", "quat_normalize", "quat_to_matrix",
-           "quat_from_axis_angle", "rotate", "rotate_back", "drift", "euler_alpha", "make_accel", "make_step",
-           "initial_state", "kinetic_energy", "angular_momentum", "point_velocity", "run"]
+__all__ = [
+    "Pose",
+    "Twist",
+    "SCHEMES",
+    "quat_mul",
+    "quat_exp",
+    "quat_normalize",
+    "quat_to_matrix",
+    "quat_from_axis_angle",
+    "rotate",
+    "rotate_back",
+    "drift",
+    "euler_alpha",
+    "make_accel",
+    "make_step",
+    "initial_state",
+    "kinetic_energy",
+    "angular_momentum",
+    "point_velocity",
+    "run",
+]

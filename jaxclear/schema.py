@@ -21,11 +21,26 @@ from typing import Callable
 POSITIVE = (0.0, math.inf, False)
 NONNEGATIVE = (0.0, math.inf, True)
 # Unit read off a key's suffix (the project's naming rule: the unit is in the name).
-_SUFFIX_UNITS = (("_N_s_per_m2", "N·s/m²"), ("_N_s_per_m", "N·s/m"), ("_N_per_m1_5", "N/m^1.5"),
-                 ("_N_per_m_n", "N/mⁿ"), ("_N_per_m", "N/m"), ("_rad_per_s2", "rad/s²"),
-                 ("_rad_per_s", "rad/s"), ("_m_per_s2", "m/s²"), ("_m_per_s", "m/s"), ("_kg_m2", "kg·m²"),
-                 ("_kg", "kg"), ("_Pa", "Pa"), ("_rpm", "rev/min"), ("_deg", "°"), ("_rad", "rad"),
-                 ("_N", "N"), ("_s", "s"), ("_m", "m"))
+_SUFFIX_UNITS = (
+    ("_N_s_per_m2", "N·s/m²"),
+    ("_N_s_per_m", "N·s/m"),
+    ("_N_per_m1_5", "N/m^1.5"),
+    ("_N_per_m_n", "N/mⁿ"),
+    ("_N_per_m", "N/m"),
+    ("_rad_per_s2", "rad/s²"),
+    ("_rad_per_s", "rad/s"),
+    ("_m_per_s2", "m/s²"),
+    ("_m_per_s", "m/s"),
+    ("_kg_m2", "kg·m²"),
+    ("_kg", "kg"),
+    ("_Pa", "Pa"),
+    ("_rpm", "rev/min"),
+    ("_deg", "°"),
+    ("_rad", "rad"),
+    ("_N", "N"),
+    ("_s", "s"),
+    ("_m", "m"),
+)
 
 
 def unit_of(key: str) -> str:

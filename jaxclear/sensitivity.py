@@ -59,6 +59,7 @@ POINTS_KEY = _clearance.POINTS_KEY  # radial displacements of a measured bushing
 def __getattr__(name):
     if name == "METRICS":  # the slider-crank's metrics, under their older module-level name
         from .mechanisms import slider_crank
+
         return slider_crank.STUDY_METRICS
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
@@ -90,8 +91,9 @@ def check_keys(spec, keys):
                 why = " (laws.stiffness = 'auto' is computed from laws.youngs_modulus_Pa: differentiate that)"
             elif k == POINTS_KEY:
                 why = " (needs profile.kind = 'measured')"
-            raise specmod.SpecError(f"--wrt {k!r}: not a differentiable scalar of this spec{why}{hint}; "
-                                    f"allowed: {', '.join(allowed)}")
+            raise specmod.SpecError(
+                f"--wrt {k!r}: not a differentiable scalar of this spec{why}{hint}; allowed: {', '.join(allowed)}"
+            )
     if len(set(keys)) != len(keys):
         raise specmod.SpecError(f"--wrt {','.join(keys)}: a key is repeated")
 
@@ -119,8 +121,11 @@ def _variant_inputs(spec, plan_, keys, idx, dtype):
     """theta (b, K) for the scalar keys and the other swept inputs {path: (b,)} of variants idx."""
     flat = sweep.variant_flat(spec, plan_, idx)
     scalar_keys = [k for k in keys if k != POINTS_KEY]
-    theta = np.stack([np.broadcast_to(np.asarray(flat[k], float), (len(idx),)) for k in scalar_keys], axis=-1) \
-        if scalar_keys else np.zeros((len(idx), 0))
+    theta = (
+        np.stack([np.broadcast_to(np.asarray(flat[k], float), (len(idx),)) for k in scalar_keys], axis=-1)
+        if scalar_keys
+        else np.zeros((len(idx), 0))
+    )
     swept = {k: jnp.asarray(flat[k], dtype) for k in plan_.paths if k not in scalar_keys}
     return jnp.asarray(theta, dtype), swept
 
@@ -133,8 +138,11 @@ def compute(spec_or_path, keys, overrides=(), mode="auto", log=None, chunk=None)
     list: ``profile.points`` becomes ``profile.points[k]``), ``values`` {key: (B,)} (the point
     at which each derivative is taken), ``mode``, ``wall_s``, ``compile_s``.
     """
-    spec = spec_or_path if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path \
+    spec = (
+        spec_or_path
+        if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path
         else specmod.load(spec_or_path, overrides)
+    )
     keys = list(keys)
     check_keys(spec, keys)
     spec = {**spec, "_traced": tuple(keys)}  # no traced key is made a static constant of the model
@@ -147,7 +155,7 @@ def compute(spec_or_path, keys, overrides=(), mode="auto", log=None, chunk=None)
     f = metric_function(spec, pl, keys, checkpoint=(mode == "reverse"))
 
     def g(x, swept):  # x = [theta, dr]: one flat input vector, one Jacobian
-        theta, dr = x[:len(scalar_keys)], (x[len(scalar_keys):] if n_pts else None)
+        theta, dr = x[: len(scalar_keys)], (x[len(scalar_keys) :] if n_pts else None)
         y = f(theta, swept, dr)
         return y, y
 
@@ -168,8 +176,8 @@ def compute(spec_or_path, keys, overrides=(), mode="auto", log=None, chunk=None)
             compiled = fn.lower(x, swept).compile()
             compile_s = time.perf_counter() - tc
         jj, yy = compiled(x, swept)
-        J.append(np.asarray(jj)[:len(idx)])
-        Y.append(np.asarray(yy)[:len(idx)])
+        J.append(np.asarray(jj)[: len(idx)])
+        Y.append(np.asarray(yy)[: len(idx)])
         if log:
             log(f"sensitivity: {idx[-1] + 1}/{B} variants ({mode} mode)")
     Jm, Ym = np.concatenate(J), np.concatenate(Y)
@@ -216,14 +224,16 @@ def write(res, out):
     norm = {m: normalised(res, m) for m in names}
     B = len(res["finite"])
     for i in range(B):
-        doc["variants"].append({
-            "inputs": {k: float(v[i]) for k, v in res["inputs"].items()},
-            "values": {k: float(v[i]) for k, v in res["values"].items()},
-            "metrics": {k: float(v[i]) for k, v in res["metrics"].items()},
-            "gradients": {m: {k: float(res["gradients"][column(m, k)][i]) for k in res["keys"]} for m in names},
-            "normalised": {m: {k: float(norm[m][k][i]) for k in norm[m]} for m in names},
-            "finite": bool(res["finite"][i]),
-        })
+        doc["variants"].append(
+            {
+                "inputs": {k: float(v[i]) for k, v in res["inputs"].items()},
+                "values": {k: float(v[i]) for k, v in res["values"].items()},
+                "metrics": {k: float(v[i]) for k, v in res["metrics"].items()},
+                "gradients": {m: {k: float(res["gradients"][column(m, k)][i]) for k in res["keys"]} for m in names},
+                "normalised": {m: {k: float(norm[m][k][i]) for k in norm[m]} for m in names},
+                "finite": bool(res["finite"][i]),
+            }
+        )
     (out / "sensitivity.json").write_text(json.dumps(doc, indent=1, default=float))
     if res["values"]:
         tornado(res, out / "tornado.png")
@@ -233,6 +243,7 @@ def tornado(res, path, metrics_=None):
     """Tornado plot (``plots.tornado``) of the elasticities (θ/M)·∂M/∂θ, mean over variants: by
     default the study's primary metric and, where it is a smooth peak, its exact twin."""
     from . import plots
+
     primary = res["primary"]
     if metrics_ is None:
         twin = primary.replace("smooth_", "", 1)

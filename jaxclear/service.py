@@ -24,7 +24,6 @@ only from the job's own ``out/`` folder; every bad request is a 4xx whose ``deta
 problem.
 """
 
-
 import contextlib
 import hmac
 import html
@@ -97,11 +96,11 @@ class Limits:
 
 # ----------------------------------------------------------------------------------------- queue
 
+
 def connect(data: Path) -> sqlite3.Connection:
     """A connection to DIR/queue.sqlite (created on first use), WAL mode, 30 s busy timeout."""
     data.mkdir(parents=True, exist_ok=True)
-    con = sqlite3.connect(str(data / "queue.sqlite"), timeout=30.0, isolation_level=None,
-                          check_same_thread=False)
+    con = sqlite3.connect(str(data / "queue.sqlite"), timeout=30.0, isolation_level=None, check_same_thread=False)
     con.row_factory = sqlite3.Row
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
@@ -114,17 +113,25 @@ def requeue_interrupted(con, worker=None):
     to the queue, keeping their place (seq); after MAX_ATTEMPTS deaths a job is failed instead.
     Returns the ids requeued."""
     q = "SELECT id, attempts, cancel_requested FROM jobs WHERE status IN ('compiling', 'running')"
-    rows = con.execute(q + ("" if worker is None else " AND worker = ?"),
-                       () if worker is None else (worker,)).fetchall()
+    rows = con.execute(
+        q + ("" if worker is None else " AND worker = ?"), () if worker is None else (worker,)
+    ).fetchall()
     back = []
     now = time.time()
     for r in rows:
         if r["cancel_requested"]:
             con.execute("UPDATE jobs SET status='cancelled', finished=?, updated=? WHERE id=?", (now, now, r["id"]))
         elif r["attempts"] >= MAX_ATTEMPTS:
-            con.execute("UPDATE jobs SET status='failed', finished=?, updated=?, error=? WHERE id=?",
-                        (now, now, f"the worker died {r['attempts']} times while running this job "
-                         "(see worker-*.log in the data directory)", r["id"]))
+            con.execute(
+                "UPDATE jobs SET status='failed', finished=?, updated=?, error=? WHERE id=?",
+                (
+                    now,
+                    now,
+                    f"the worker died {r['attempts']} times while running this job "
+                    "(see worker-*.log in the data directory)",
+                    r["id"],
+                ),
+            )
         else:
             con.execute("UPDATE jobs SET status='queued', resumed=resumed+1, updated=? WHERE id=?", (now, r["id"]))
             back.append(r["id"])
@@ -141,8 +148,11 @@ def claim(con, worker: int):
             con.execute("COMMIT")
             return None
         now = time.time()
-        con.execute("UPDATE jobs SET status='compiling', started=COALESCE(started, ?), worker=?, "
-                    "attempts=attempts+1, updated=? WHERE id=?", (now, worker, now, r["id"]))
+        con.execute(
+            "UPDATE jobs SET status='compiling', started=COALESCE(started, ?), worker=?, "
+            "attempts=attempts+1, updated=? WHERE id=?",
+            (now, worker, now, r["id"]),
+        )
         con.execute("COMMIT")
         return r["id"]
     except BaseException:
@@ -156,6 +166,7 @@ def job_dir(data: Path, job_id: str) -> Path:
 
 # ---------------------------------------------------------------------------------------- worker
 
+
 class JobCancelled(Exception):
     pass
 
@@ -164,6 +175,7 @@ def _set_pdeathsig():
     """Linux: the kernel kills this process when its parent dies (server SIGKILLed)."""
     try:
         import ctypes
+
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
     except (OSError, AttributeError):
         pass
@@ -176,6 +188,7 @@ def worker_main(data, index=0, cache_dir=None, parent=None, poll_s=0.2, cluster=
     is then their client."""
     data = Path(data)
     from . import parallel, spec as specmod, sweep
+
     cache = parallel.enable_compile_cache(cache_dir or (data / "xla-cache"))
     con = connect(data)
     log = open(data / f"worker-{index}.log", "a", buffering=1)
@@ -197,8 +210,10 @@ def worker_main(data, index=0, cache_dir=None, parent=None, poll_s=0.2, cluster=
 def _finish(con, job_id, status, error=None, **fields):
     now = time.time()
     sets = ", ".join(f"{k}=?" for k in fields)
-    con.execute(f"UPDATE jobs SET status=?, finished=?, updated=?, error=?{', ' + sets if sets else ''} WHERE id=?",
-                (status, now, now, error, *fields.values(), job_id))
+    con.execute(
+        f"UPDATE jobs SET status=?, finished=?, updated=?, error=?{', ' + sets if sets else ''} WHERE id=?",
+        (status, now, now, error, *fields.values(), job_id),
+    )
 
 
 def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
@@ -225,10 +240,13 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
         # the compile time the API reports is the one summary.json records
         if name == "running":
             compiled["s"] = float(info.get("compile_s") or 0.0)
-            con.execute("UPDATE jobs SET status='running', compile_s=?, updated=? WHERE id=? AND status='compiling'",
-                        (compiled["s"], time.time(), job_id))
-        jlog.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {name}"
-                   + "".join(f" {k}={v:.3g}" for k, v in info.items()) + "\n")
+            con.execute(
+                "UPDATE jobs SET status='running', compile_s=?, updated=? WHERE id=? AND status='compiling'",
+                (compiled["s"], time.time(), job_id),
+            )
+        jlog.write(
+            f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {name}" + "".join(f" {k}={v:.3g}" for k, v in info.items()) + "\n"
+        )
 
     state = {"done": 0, "t0": time.perf_counter()}
     n_steps = pl.cfg.n_steps
@@ -243,8 +261,10 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
         except (OSError, IndexError, ValueError):
             pass
         r = con.execute("SELECT cancel_requested FROM jobs WHERE id=?", (job_id,)).fetchone()
-        con.execute("UPDATE jobs SET variants_done=?, variant_steps_per_s=?, eta_s=?, updated=? WHERE id=?",
-                    (min(int(state["done"] + 1e-9), pl.n_variants), rate, eta, time.time(), job_id))
+        con.execute(
+            "UPDATE jobs SET variants_done=?, variant_steps_per_s=?, eta_s=?, updated=? WHERE id=?",
+            (min(int(state["done"] + 1e-9), pl.n_variants), rate, eta, time.time(), job_id),
+        )
         if r["cancel_requested"]:
             raise JobCancelled()
 
@@ -253,8 +273,15 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
         return bool(r and r["cancel_requested"])
 
     try:
-        _, summary, _ = sweep.run(spec, out=out, progress=progress, compile_cache=cache, stage=stage, cluster=cluster,
-                                  log=lambda m: jlog.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {m}\n"))
+        _, summary, _ = sweep.run(
+            spec,
+            out=out,
+            progress=progress,
+            compile_cache=cache,
+            stage=stage,
+            cluster=cluster,
+            log=lambda m: jlog.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {m}\n"),
+        )
     except JobCancelled:
         jlog.write("cancelled\n")
         _finish(con, job_id, "cancelled")
@@ -275,14 +302,25 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
         jlog.close()
     # the job's warnings: those of the submission, then the questionable results (summary.json "warnings")
     warns = json.loads(row["warnings"] or "[]") + [f"{w['code']}: {w['message']}" for w in summary.get("warnings", [])]
-    _finish(con, job_id, "done", None, variants_done=pl.n_variants,
-            variant_steps_per_s=summary.get("variant_steps_per_s"), eta_s=0.0,
-            compile_s=float(summary.get("compile_s") or 0.0), warnings=json.dumps(warns))
-    log.write(f"job {job_id} done: {pl.n_variants} variants × {n_steps} steps, compile {summary.get('compile_s', 0):.3g} s, "
-              f"wall {summary['wall_s']:.3g} s\n")
+    _finish(
+        con,
+        job_id,
+        "done",
+        None,
+        variants_done=pl.n_variants,
+        variant_steps_per_s=summary.get("variant_steps_per_s"),
+        eta_s=0.0,
+        compile_s=float(summary.get("compile_s") or 0.0),
+        warnings=json.dumps(warns),
+    )
+    log.write(
+        f"job {job_id} done: {pl.n_variants} variants × {n_steps} steps, compile {summary.get('compile_s', 0):.3g} s, "
+        f"wall {summary['wall_s']:.3g} s\n"
+    )
 
 
 # ------------------------------------------------------------------------------------ submission
+
 
 class BadRequest(Exception):
     """A client error: HTTP ``status`` with a message naming the problem."""
@@ -296,8 +334,11 @@ def parse_spec(body: bytes, content_type: str, limits: Limits) -> dict:
     """The raw spec dict from a request body: TOML text (``application/toml``, ``text/*``) or
     JSON (``application/json``: the spec tables, or ``{"spec": {...} | "TOML text", "set": [...]}``)."""
     if len(body) > limits.max_spec_bytes:
-        raise BadRequest(413, f"spec is {len(body)} bytes, more than the limit of {limits.max_spec_bytes} "
-                              "bytes (jaxclear serve --max-spec-bytes)")
+        raise BadRequest(
+            413,
+            f"spec is {len(body)} bytes, more than the limit of {limits.max_spec_bytes} "
+            "bytes (jaxclear serve --max-spec-bytes)",
+        )
     ct = (content_type or "").split(";")[0].strip().lower()
     try:
         text = body.decode("utf-8")
@@ -386,23 +427,31 @@ def validate_submission(raw: dict, limits: Limits):
     own rules.  Returns (clean raw spec with overrides applied, plan, warnings); BadRequest 422
     naming the key otherwise."""
     from . import spec as specmod, sweep
+
     overrides = raw.pop("_set", [])
     for k in raw:
         if k.startswith("_"):
             raise BadRequest(422, f"{k}: unknown table (keys starting with '_' are internal)")
     try:
         import copy
+
         applied = copy.deepcopy(raw)
         for ov in overrides:
             specmod.apply_override(applied, ov)
         path = (applied.get("profile") or {}).get("path", "") if isinstance(applied.get("profile"), dict) else ""
         if path:
-            raise BadRequest(422, f"profile.path = {path!r}: the service does not read files named in a "
-                                  "submitted spec; run measured bushings with 'jaxclear run' locally")
+            raise BadRequest(
+                422,
+                f"profile.path = {path!r}: the service does not read files named in a "
+                "submitted spec; run measured bushings with 'jaxclear run' locally",
+            )
         n = count_variants(applied)
         if n is not None and n > limits.max_variants:
-            raise BadRequest(422, f"the spec has {n} variants, more than the limit of "
-                                  f"{limits.max_variants} (jaxclear serve --max-variants)")
+            raise BadRequest(
+                422,
+                f"the spec has {n} variants, more than the limit of "
+                f"{limits.max_variants} (jaxclear serve --max-variants)",
+            )
         spec = specmod.load(applied)
         specmod.check_overrides(spec, overrides)
         with warnings.catch_warnings(record=True) as caught:
@@ -411,60 +460,108 @@ def validate_submission(raw: dict, limits: Limits):
     except specmod.SpecError as e:
         raise BadRequest(422, str(e)) from None
     if pl.n_variants > limits.max_variants:
-        raise BadRequest(422, f"the spec has {pl.n_variants} variants, more than the limit of "
-                              f"{limits.max_variants} (jaxclear serve --max-variants)")
+        raise BadRequest(
+            422,
+            f"the spec has {pl.n_variants} variants, more than the limit of "
+            f"{limits.max_variants} (jaxclear serve --max-variants)",
+        )
     steps = pl.n_variants * pl.cfg.n_steps
     if steps > limits.max_steps:
-        raise BadRequest(422, f"the spec asks for {steps:.3g} variant-steps ({pl.n_variants} variants × "
-                              f"{pl.cfg.n_steps} steps), more than the limit of {limits.max_steps:.3g} "
-                              "(jaxclear serve --max-steps)")
+        raise BadRequest(
+            422,
+            f"the spec asks for {steps:.3g} variant-steps ({pl.n_variants} variants × "
+            f"{pl.cfg.n_steps} steps), more than the limit of {limits.max_steps:.3g} "
+            "(jaxclear serve --max-steps)",
+        )
     cfg = pl.cfg
     names = pl.mech.joint_names(cfg) if hasattr(pl.mech, "joint_names") else ()
     store_b = pl.n_variants * cfg.n_saves * max(1, len(cfg.outputs)) * max(1, len(names)) * 8
     if store_b > limits.max_store_bytes:
-        raise BadRequest(422, f"the histories of this spec take ~{store_b / 2**30:.3g} GiB ({pl.n_variants} variants × "
-                              f"{cfg.n_saves} saves × {len(cfg.outputs)} channels), more than the limit of "
-                              f"{limits.max_store_bytes / 2**30:.3g} GiB (jaxclear serve --max-store-bytes; "
-                              "raise integrator.save_every or shorten outputs.histories)")
+        raise BadRequest(
+            422,
+            f"the histories of this spec take ~{store_b / 2**30:.3g} GiB ({pl.n_variants} variants × "
+            f"{cfg.n_saves} saves × {len(cfg.outputs)} channels), more than the limit of "
+            f"{limits.max_store_bytes / 2**30:.3g} GiB (jaxclear serve --max-store-bytes; "
+            "raise integrator.save_every or shorten outputs.histories)",
+        )
     return applied, spec, pl, [str(w.message) for w in caught]
 
 
 def enqueue(con, data: Path, raw_applied, spec, pl, warns, limits: Limits) -> str:
     from . import spec as specmod
+
     n_q = con.execute("SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'compiling', 'running')").fetchone()[0]
     if n_q >= limits.max_queued:
-        raise BadRequest(429, f"{n_q} jobs are queued or running, the limit is {limits.max_queued} "
-                              "(jaxclear serve --max-queued); try again later")
+        raise BadRequest(
+            429,
+            f"{n_q} jobs are queued or running, the limit is {limits.max_queued} "
+            "(jaxclear serve --max-queued); try again later",
+        )
     job_id = secrets.token_urlsafe(16)
     jd = job_dir(data, job_id)
     (jd / "out").mkdir(parents=True)
     spec_json = json.dumps(raw_applied, sort_keys=True)
     (jd / "spec.json").write_text(spec_json)
     now = time.time()
-    con.execute("INSERT INTO jobs (id, name, status, created, spec_json, spec_hash, variants_total, "
-                "steps_per_variant, warnings, updated) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
-                (job_id, spec["sweep"]["name"], now, spec_json, specmod.spec_hash(spec), pl.n_variants,
-                 pl.cfg.n_steps, json.dumps(warns), now))
+    con.execute(
+        "INSERT INTO jobs (id, name, status, created, spec_json, spec_hash, variants_total, "
+        "steps_per_variant, warnings, updated) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
+        (
+            job_id,
+            spec["sweep"]["name"],
+            now,
+            spec_json,
+            specmod.spec_hash(spec),
+            pl.n_variants,
+            pl.cfg.n_steps,
+            json.dumps(warns),
+            now,
+        ),
+    )
     return job_id
 
 
 def job_record(con, row, base="") -> dict:
     """The JSON status of a job."""
-    d = {k: row[k] for k in ("id", "seq", "name", "status", "created", "started", "finished", "spec_hash",
-                             "variants_total", "variants_done", "steps_per_variant", "variant_steps_per_s",
-                             "eta_s", "compile_s", "error", "attempts", "resumed")}
+    d = {
+        k: row[k]
+        for k in (
+            "id",
+            "seq",
+            "name",
+            "status",
+            "created",
+            "started",
+            "finished",
+            "spec_hash",
+            "variants_total",
+            "variants_done",
+            "steps_per_variant",
+            "variant_steps_per_s",
+            "eta_s",
+            "compile_s",
+            "error",
+            "attempts",
+            "resumed",
+        )
+    }
     d["warnings"] = json.loads(row["warnings"])
     d["cancel_requested"] = bool(row["cancel_requested"])
     d["progress"] = row["variants_done"] / row["variants_total"] if row["variants_total"] else 0.0
     if row["status"] == "queued":
-        d["queue_position"] = con.execute("SELECT COUNT(*) FROM jobs WHERE status='queued' AND seq < ?",
-                                          (row["seq"],)).fetchone()[0]
+        d["queue_position"] = con.execute(
+            "SELECT COUNT(*) FROM jobs WHERE status='queued' AND seq < ?", (row["seq"],)
+        ).fetchone()[0]
     end = row["finished"] or time.time()
     d["elapsed_s"] = (end - row["started"]) if row["started"] else None
-    d["links"] = {"self": f"{base}/api/jobs/{row['id']}", "files": f"{base}/api/jobs/{row['id']}/files",
-                  "metrics": f"{base}/api/jobs/{row['id']}/files/metrics.csv",
-                  "summary": f"{base}/api/jobs/{row['id']}/files/summary.json",
-                  "store": f"{base}/api/jobs/{row['id']}/store.zip", "page": f"{base}/jobs/{row['id']}"}
+    d["links"] = {
+        "self": f"{base}/api/jobs/{row['id']}",
+        "files": f"{base}/api/jobs/{row['id']}/files",
+        "metrics": f"{base}/api/jobs/{row['id']}/files/metrics.csv",
+        "summary": f"{base}/api/jobs/{row['id']}/files/summary.json",
+        "store": f"{base}/api/jobs/{row['id']}/store.zip",
+        "page": f"{base}/jobs/{row['id']}",
+    }
     return d
 
 
@@ -499,6 +596,7 @@ def list_files(data: Path, job_id: str):
 
 # --------------------------------------------------------------------------------------- the app
 
+
 def _is_loopback(host: str) -> bool:
     if host in ("localhost",):
         return True
@@ -518,6 +616,7 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     from . import __version__
+
     data = Path(data)
     local = threading.local()
 
@@ -527,14 +626,22 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
             c = local.con = connect(data)
         return c
 
-    app = FastAPI(title="jaxclear sweep service", version=__version__, docs_url=None, redoc_url=None,
-                  description="Submit jaxclear sweep specs (TOML or JSON), follow their progress, fetch results. "
-                              "Authorization: `Bearer <token>` when the server was started with a token.")
+    app = FastAPI(
+        title="jaxclear sweep service",
+        version=__version__,
+        docs_url=None,
+        redoc_url=None,
+        description="Submit jaxclear sweep specs (TOML or JSON), follow their progress, fetch results. "
+        "Authorization: `Bearer <token>` when the server was started with a token.",
+    )
 
     @app.exception_handler(BadRequest)
     async def _bad(request, exc: BadRequest):
-        return JSONResponse({"detail": exc.message}, status_code=exc.status,
-                            headers={"WWW-Authenticate": "Bearer"} if exc.status == 401 else None)
+        return JSONResponse(
+            {"detail": exc.message},
+            status_code=exc.status,
+            headers={"WWW-Authenticate": "Bearer"} if exc.status == 401 else None,
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request, exc):
@@ -548,14 +655,12 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
         errs = exc.errors()
         e = errs[0] if errs else {}
         loc = ".".join(str(x) for x in e.get("loc", ()) if x not in ("query", "path", "body"))
-        return JSONResponse({"detail": f"{loc}: {e.get('msg', 'invalid')} (got {e.get('input')!r})"},
-                            status_code=422)
+        return JSONResponse({"detail": f"{loc}: {e.get('msg', 'invalid')} (got {e.get('input')!r})"}, status_code=422)
 
     @app.exception_handler(Exception)
     async def _crash(request, exc):  # never a traceback to the client; it goes to the server log
         traceback.print_exception(exc)
-        return JSONResponse({"detail": f"internal error ({type(exc).__name__}); see the server log"},
-                            status_code=500)
+        return JSONResponse({"detail": f"internal error ({type(exc).__name__}); see the server log"}, status_code=500)
 
     @app.middleware("http")
     async def _auth(request: Request, call_next):
@@ -563,9 +668,13 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
             hh = request.headers.get("host", "")
             name = hh[1:].split("]")[0] if hh.startswith("[") else hh.rsplit(":", 1)[0]
             if not _is_loopback(name):
-                return JSONResponse({"detail": f"Host {hh!r} is not a loopback name: this server has no token "
-                                               "and answers only requests to localhost / 127.0.0.1 / [::1]"},
-                                    status_code=403)
+                return JSONResponse(
+                    {
+                        "detail": f"Host {hh!r} is not a loopback name: this server has no token "
+                        "and answers only requests to localhost / 127.0.0.1 / [::1]"
+                    },
+                    status_code=403,
+                )
         if token is not None and request.url.path not in ("/api/health",):
             given = None
             h = request.headers.get("authorization", "")
@@ -574,8 +683,11 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
             q = request.query_params.get("token")
             given = given or q or request.cookies.get("jaxclear_token")
             if given is None or not hmac.compare_digest(given.encode(), token.encode()):
-                msg = ("missing bearer token: send 'Authorization: Bearer <token>'" if given is None
-                       else "wrong bearer token")
+                msg = (
+                    "missing bearer token: send 'Authorization: Bearer <token>'"
+                    if given is None
+                    else "wrong bearer token"
+                )
                 return JSONResponse({"detail": msg}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
             if q is not None and request.method == "GET" and not request.url.path.startswith("/api/"):
                 # a browser opened /?token=...: keep it in a cookie and drop it from the address
@@ -597,20 +709,41 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
         counts = {s: 0 for s in STATUSES}
         for r in db().execute("SELECT status, COUNT(*) n FROM jobs GROUP BY status"):
             counts[r["status"]] = r["n"]
-        return {"ok": True, "version": __version__, "jobs": counts,
-                "workers": supervisor.alive() if supervisor else None,
-                "worker_pids": supervisor.pids() if supervisor else None}
+        return {
+            "ok": True,
+            "version": __version__,
+            "jobs": counts,
+            "workers": supervisor.alive() if supervisor else None,
+            "worker_pids": supervisor.pids() if supervisor else None,
+        }
 
-    @app.post("/api/jobs", status_code=201, summary="Submit a spec (TOML or JSON); returns the job",
-              openapi_extra={"requestBody": {"required": True, "content": {
-                  "application/toml": {"schema": {"type": "string"}},
-                  "application/json": {"schema": {"type": "object", "description":
-                                       "the spec tables, or {spec: tables | TOML text, set: ['key=value', ...]}"}}}}})
+    @app.post(
+        "/api/jobs",
+        status_code=201,
+        summary="Submit a spec (TOML or JSON); returns the job",
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/toml": {"schema": {"type": "string"}},
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "description": "the spec tables, or {spec: tables | TOML text, set: ['key=value', ...]}",
+                        }
+                    },
+                },
+            }
+        },
+    )
     async def submit(request: Request):
         cl = request.headers.get("content-length")
         if cl and cl.isdigit() and int(cl) > limits.max_spec_bytes:
-            raise BadRequest(413, f"spec is {cl} bytes, more than the limit of {limits.max_spec_bytes} bytes "
-                                  "(jaxclear serve --max-spec-bytes)")
+            raise BadRequest(
+                413,
+                f"spec is {cl} bytes, more than the limit of {limits.max_spec_bytes} bytes "
+                "(jaxclear serve --max-spec-bytes)",
+            )
         body = b""
         async for part in request.stream():
             body += part
@@ -619,6 +752,7 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
         raw = parse_spec(body, request.headers.get("content-type", ""), limits)
         overrides = list(raw.get("_set") or [])
         from starlette.concurrency import run_in_threadpool
+
         applied, spec, pl, warns = await run_in_threadpool(validate_submission, raw, limits)
         job_id = enqueue(db(), data, applied, spec, pl, warns, limits)
         # what was asked, as asked: the job page shows it (two jobs named alike told apart)
@@ -650,10 +784,11 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
         if r["status"] in FINAL:
             raise BadRequest(409, f"job {job_id} is {r['status']}: nothing to cancel")
         now = time.time()
-        c.execute("UPDATE jobs SET status='cancelled', finished=?, updated=? WHERE id=? AND status='queued'",
-                  (now, now, job_id))
-        c.execute("UPDATE jobs SET cancel_requested=?, updated=? WHERE id=? AND cancel_requested=0",
-                  (now, now, job_id))
+        c.execute(
+            "UPDATE jobs SET status='cancelled', finished=?, updated=? WHERE id=? AND status='queued'",
+            (now, now, job_id),
+        )
+        c.execute("UPDATE jobs SET cancel_requested=?, updated=? WHERE id=? AND cancel_requested=0", (now, now, job_id))
         return job_record(c, row_of(job_id))
 
     @app.get("/api/jobs/{job_id}/files", summary="Files of a job's results (the store: store.zip)")
@@ -661,7 +796,10 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
         row_of(job_id)
         return {"files": list_files(data, job_id)}
 
-    @app.get("/api/jobs/{job_id}/files/{path:path}", summary="Download one result file (metrics.csv, summary.json, plots/...)")
+    @app.get(
+        "/api/jobs/{job_id}/files/{path:path}",
+        summary="Download one result file (metrics.csv, summary.json, plots/...)",
+    )
     def file(job_id: str, path: str):
         row_of(job_id)
         p = safe_file(data, job_id, path)
@@ -680,8 +818,11 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
             for p in sorted(root.rglob("*")):
                 if p.is_file() and not p.is_symlink():
                     z.write(p, ("store.zarr" / p.relative_to(root)).as_posix())
-        return Response(buf.getvalue(), media_type="application/zip",
-                        headers={"Content-Disposition": f'attachment; filename="{job_id}-store.zip"'})
+        return Response(
+            buf.getvalue(),
+            media_type="application/zip",
+            headers={"Content-Disposition": f'attachment; filename="{job_id}-store.zip"'},
+        )
 
     @app.get("/docs", response_class=HTMLResponse, include_in_schema=False)
     def docs():
@@ -749,15 +890,23 @@ def _page_index(jobs):
             f"<span class='done'>{j['variants_done']}/{j['variants_total']}</span></td>"
             f"<td class='rate num'>{rate}</td><td class='eta num'>{eta}</td>"
             f"<td>{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(j['created']))}</td>"
-            f"<td class='error failed'>{_e(j['error'])}</td></tr>")
-    body = ("<table id='jobs'><tr><th>job</th><th>name</th><th>status</th><th>variants</th>"
-            "<th>variant-steps/s</th><th>ETA</th><th>submitted</th><th>error</th></tr>"
-            + "".join(rows) + "</table>") if rows else "<p id='empty'>No jobs yet.</p>"
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>jaxclear jobs</title><style>{_CSS}</style>"
-            f"</head><body><h1>jaxclear sweep service</h1><p>{len(jobs)} job(s). Submit with "
-            "<code>jaxclear submit SPEC --server URL</code>; API: <a href='/docs'>reference</a>, "
-            "<a href='/openapi.json'>OpenAPI</a>.</p>"
-            f"{body}<script>{_JS}</script></body></html>")
+            f"<td class='error failed'>{_e(j['error'])}</td></tr>"
+        )
+    body = (
+        (
+            "<table id='jobs'><tr><th>job</th><th>name</th><th>status</th><th>variants</th>"
+            "<th>variant-steps/s</th><th>ETA</th><th>submitted</th><th>error</th></tr>" + "".join(rows) + "</table>"
+        )
+        if rows
+        else "<p id='empty'>No jobs yet.</p>"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>jaxclear jobs</title><style>{_CSS}</style>"
+        f"</head><body><h1>jaxclear sweep service</h1><p>{len(jobs)} job(s). Submit with "
+        "<code>jaxclear submit SPEC --server URL</code>; API: <a href='/docs'>reference</a>, "
+        "<a href='/openapi.json'>OpenAPI</a>.</p>"
+        f"{body}<script>{_JS}</script></body></html>"
+    )
 
 
 def _toml_value(v):
@@ -818,25 +967,44 @@ setInterval(follow, 1000);
 
 def _page_job(j, data):
     import numpy as np
+
     jid = j["id"]
     final = j["status"] in FINAL
-    parts = [f"<h1>{_e(j['name'])} <small>{_e(jid)}</small></h1>",
-             f"<p><a href='/'>all jobs</a> · submitted {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(j['created']))}"
-             f" · spec hash <code>{_e(j['spec_hash'])}</code></p>",
-             f"<p><span class='bar' id='progress'><div style='width:{100 * j['progress']:.1f}%'></div></span> "
-             + ("" if final else "<button id='cancel' onclick='cancelJob()'"
-                + (" disabled" if j["cancel_requested"] else "") + ">Cancel job</button> ")
-             + "<span id='cancel-msg'></span></p><table id='status'>"]
-    for k in ("status", "variants_done", "variants_total", "steps_per_variant", "variant_steps_per_s",
-              "eta_s", "compile_s", "elapsed_s", "resumed", "error"):
+    parts = [
+        f"<h1>{_e(j['name'])} <small>{_e(jid)}</small></h1>",
+        f"<p><a href='/'>all jobs</a> · submitted {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(j['created']))}"
+        f" · spec hash <code>{_e(j['spec_hash'])}</code></p>",
+        f"<p><span class='bar' id='progress'><div style='width:{100 * j['progress']:.1f}%'></div></span> "
+        + (
+            ""
+            if final
+            else "<button id='cancel' onclick='cancelJob()'"
+            + (" disabled" if j["cancel_requested"] else "")
+            + ">Cancel job</button> "
+        )
+        + "<span id='cancel-msg'></span></p><table id='status'>",
+    ]
+    for k in (
+        "status",
+        "variants_done",
+        "variants_total",
+        "steps_per_variant",
+        "variant_steps_per_s",
+        "eta_s",
+        "compile_s",
+        "elapsed_s",
+        "resumed",
+        "error",
+    ):
         v = j[k]
         if isinstance(v, float):
             v = f"{v:.4g}"
         parts.append(f"<tr><th>{k}</th><td class='{k}'>{_e(v)}</td></tr>")
     parts.append("</table>")
     if j.get("warnings"):
-        parts.append("<h2>Warnings</h2><ul id='warnings'>" + "".join(f"<li>{_e(w)}</li>" for w in j["warnings"])
-                     + "</ul>")
+        parts.append(
+            "<h2>Warnings</h2><ul id='warnings'>" + "".join(f"<li>{_e(w)}</li>" for w in j["warnings"]) + "</ul>"
+        )
     jd = job_dir(data, jid)
     try:
         overrides = json.loads((jd / "overrides.json").read_text())
@@ -846,59 +1014,81 @@ def _page_job(j, data):
         spec = json.loads((jd / "spec.json").read_text())
     except (OSError, ValueError):
         spec = {}
-    parts.append("<h2>Submitted spec</h2><p>overrides (<code>--set</code>): "
-                 + ("<span id='overrides'>" + ", ".join(f"<code>{_e(o)}</code>" for o in overrides) + "</span>"
-                    if overrides else "<span id='overrides'>none</span>")
-                 + f"</p><details open><summary>spec (overrides applied)</summary><pre id='spec'>{_e(spec_toml(spec))}"
-                 "</pre></details>")
+    parts.append(
+        "<h2>Submitted spec</h2><p>overrides (<code>--set</code>): "
+        + (
+            "<span id='overrides'>" + ", ".join(f"<code>{_e(o)}</code>" for o in overrides) + "</span>"
+            if overrides
+            else "<span id='overrides'>none</span>"
+        )
+        + f"</p><details open><summary>spec (overrides applied)</summary><pre id='spec'>{_e(spec_toml(spec))}"
+        "</pre></details>"
+    )
     out = jd / "out"
     if j["status"] == "done" and (out / "metrics.csv").exists():
         from .client import parse_csv
+
         table = parse_csv((out / "metrics.csv").read_text())
-        parts.append("<h2>Summary</h2><table id='summary'><tr><th>column</th><th>min</th><th>median</th>"
-                     "<th>max</th></tr>")
+        parts.append(
+            "<h2>Summary</h2><table id='summary'><tr><th>column</th><th>min</th><th>median</th><th>max</th></tr>"
+        )
         for k, v in table.items():
             v = np.asarray(v, float)
             v = v[np.isfinite(v)]
             if v.size:
-                parts.append(f"<tr><td>{_e(k)}</td><td class='num'>{v.min():.4g}</td>"
-                             f"<td class='num'>{np.median(v):.4g}</td><td class='num'>{v.max():.4g}</td></tr>")
+                parts.append(
+                    f"<tr><td>{_e(k)}</td><td class='num'>{v.min():.4g}</td>"
+                    f"<td class='num'>{np.median(v):.4g}</td><td class='num'>{v.max():.4g}</td></tr>"
+                )
         parts.append("</table><h2>Plots</h2><div id='plots'>")
         for p in sorted((out / "plots").glob("*.png")):
             url = f"/api/jobs/{_e(jid)}/files/plots/{_e(p.name)}"
-            parts.append(f"<a href='{url}' target='_blank'><img alt='{_e(p.name)}' title='{_e(p.name)} (full size)' "
-                         f"src='{url}'></a>")
+            parts.append(
+                f"<a href='{url}' target='_blank'><img alt='{_e(p.name)}' title='{_e(p.name)} (full size)' "
+                f"src='{url}'></a>"
+            )
         parts.append("</div><h2>Downloads</h2><ul>")
         for f in list_files(data, jid):
-            parts.append(f"<li><a href='/api/jobs/{_e(jid)}/files/{_e(f['path'])}'>{_e(f['path'])}</a> "
-                         f"({f['bytes']} bytes)</li>")
+            parts.append(
+                f"<li><a href='/api/jobs/{_e(jid)}/files/{_e(f['path'])}'>{_e(f['path'])}</a> ({f['bytes']} bytes)</li>"
+            )
         parts.append(f"<li><a href='/api/jobs/{_e(jid)}/store.zip'>store.zarr (zip)</a></li></ul>")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>jaxclear job {_e(jid)}</title>"
-            f"<style>{_CSS}</style></head><body data-job='{_e(jid)}' data-status='{_e(j['status'])}'>"
-            f"{''.join(parts)}<script>{_JOB_JS}</script></body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>jaxclear job {_e(jid)}</title>"
+        f"<style>{_CSS}</style></head><body data-job='{_e(jid)}' data-status='{_e(j['status'])}'>"
+        f"{''.join(parts)}<script>{_JOB_JS}</script></body></html>"
+    )
 
 
 def _page_docs(openapi: dict) -> str:
     """The HTTP API reference (paths, methods, summaries, parameters) as one static page."""
-    parts = [f"<h1>{_e(openapi.get('info', {}).get('title'))} API <small>{_e(openapi.get('info', {}).get('version'))}"
-             "</small></h1>", f"<p>{_e(openapi.get('info', {}).get('description'))}</p>",
-             "<p>Machine-readable schema: <a href='/openapi.json'>/openapi.json</a>. Python: "
-             "<code>jaxclear.client.Client</code>; command line: <code>jaxclear submit / status / cancel</code>.</p>",
-             "<table id='endpoints'><tr><th>method</th><th>path</th><th>what</th><th>parameters</th></tr>"]
+    parts = [
+        f"<h1>{_e(openapi.get('info', {}).get('title'))} API <small>{_e(openapi.get('info', {}).get('version'))}"
+        "</small></h1>",
+        f"<p>{_e(openapi.get('info', {}).get('description'))}</p>",
+        "<p>Machine-readable schema: <a href='/openapi.json'>/openapi.json</a>. Python: "
+        "<code>jaxclear.client.Client</code>; command line: <code>jaxclear submit / status / cancel</code>.</p>",
+        "<table id='endpoints'><tr><th>method</th><th>path</th><th>what</th><th>parameters</th></tr>",
+    ]
     for path, ops in openapi.get("paths", {}).items():
         for method, op in ops.items():
             params = ", ".join(f"{p['name']} ({p.get('in')})" for p in op.get("parameters", []))
             body = op.get("requestBody", {}).get("content", {})
             if body:
                 params = (params + "; " if params else "") + "body: " + ", ".join(body)
-            parts.append(f"<tr><td><code>{_e(method.upper())}</code></td><td><code>{_e(path)}</code></td>"
-                         f"<td>{_e(op.get('summary'))}</td><td>{_e(params)}</td></tr>")
+            parts.append(
+                f"<tr><td><code>{_e(method.upper())}</code></td><td><code>{_e(path)}</code></td>"
+                f"<td>{_e(op.get('summary'))}</td><td>{_e(params)}</td></tr>"
+            )
     parts.append("</table>")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>jaxclear API</title><style>{_CSS}</style>"
-            f"</head><body>{''.join(parts)}</body></html>")
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>jaxclear API</title><style>{_CSS}</style>"
+        f"</head><body>{''.join(parts)}</body></html>"
+    )
 
 
 # ------------------------------------------------------------------------------------- supervisor
+
 
 class Workers:
     """The worker processes of a server: started with the server, killed with it (PDEATHSIG),
@@ -911,8 +1101,16 @@ class Workers:
         self._lock = threading.Lock()
 
     def _spawn(self, i):
-        cmd = [sys.executable, "-c", "import sys; from jaxclear.service import _worker_entry; _worker_entry()",
-               str(self.data), str(i), str(self.cache_dir or ""), str(os.getpid()), str(self.cluster or "")]
+        cmd = [
+            sys.executable,
+            "-c",
+            "import sys; from jaxclear.service import _worker_entry; _worker_entry()",
+            str(self.data),
+            str(i),
+            str(self.cache_dir or ""),
+            str(os.getpid()),
+            str(self.cluster or ""),
+        ]
         env = dict(os.environ)
         if env.pop("JAXCLEAR_SERVER_JAX_PLATFORMS_SET", None):  # the workers get the accelerators
             env.pop("JAX_PLATFORMS", None)
@@ -920,8 +1118,7 @@ class Workers:
         # No preexec_fn: running Python between fork and exec in this multithreaded (JAX, uvicorn)
         # process can deadlock, and it forces a plain fork; without it CPython spawns the worker
         # with posix_spawn/vfork + exec, and the worker sets its own parent-death signal.
-        self.procs[i] = subprocess.Popen(cmd, env=env, stdout=err, stderr=err, stdin=subprocess.DEVNULL,
-                                         close_fds=True)
+        self.procs[i] = subprocess.Popen(cmd, env=env, stdout=err, stderr=err, stdin=subprocess.DEVNULL, close_fds=True)
 
     def start(self):
         for i in range(self.n):
@@ -934,9 +1131,11 @@ class Workers:
             with self._lock:
                 # a cancelled job still running after the grace time (a long chunk): kill its worker;
                 # requeue_interrupted below then marks the job cancelled and a new worker starts
-                for r in con.execute("SELECT worker FROM jobs WHERE status IN ('compiling', 'running') AND "
-                                     "cancel_requested > 0 AND cancel_requested < ?",
-                                     (time.time() - CANCEL_GRACE_S,)).fetchall():
+                for r in con.execute(
+                    "SELECT worker FROM jobs WHERE status IN ('compiling', 'running') AND "
+                    "cancel_requested > 0 AND cancel_requested < ?",
+                    (time.time() - CANCEL_GRACE_S,),
+                ).fetchall():
                     p = self.procs.get(r["worker"])
                     if p is not None and p.poll() is None:
                         p.kill()
@@ -972,8 +1171,11 @@ def _worker_entry():
         sys.exit(0)
     cpu = os.environ.get("JAXCLEAR_CPU_DEVICES")
     from . import parallel
-    parallel.set_cpu_devices(int(cpu) if cpu else None,  # every core by default, before JAX starts
-                             source=os.environ.get("JAXCLEAR_CPU_DEVICES_SOURCE"))
+
+    parallel.set_cpu_devices(
+        int(cpu) if cpu else None,  # every core by default, before JAX starts
+        source=os.environ.get("JAXCLEAR_CPU_DEVICES_SOURCE"),
+    )
     sys.exit(worker_main(data, int(i), cache or None, int(parent), cluster=cluster or None))
 
 
@@ -984,6 +1186,7 @@ class DataDirBusy(Exception):
 def _lock_data(data: Path):
     """An exclusive lock on DIR (one server per data directory); held until the process exits."""
     import fcntl
+
     f = open(data / "server.lock", "w")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -994,16 +1197,29 @@ def _lock_data(data: Path):
     return f
 
 
-def serve(host="127.0.0.1", port=8642, data="jaxclear-data", token=None, workers=1, cache_dir=None,
-          limits: Limits = Limits(), log_level="warning", cluster=None):
+def serve(
+    host="127.0.0.1",
+    port=8642,
+    data="jaxclear-data",
+    token=None,
+    workers=1,
+    cache_dir=None,
+    limits: Limits = Limits(),
+    log_level="warning",
+    cluster=None,
+):
     """Start the server and its workers (blocks).  Raises ValueError for an insecure or invalid
     configuration, DataDirBusy when another server holds DIR.  ``cluster``: a Dask scheduler
     address or file; each job's chunks then run as tasks there (DATA on a shared file system)."""
     if not _is_loopback(host) and not token:
-        raise ValueError(f"--host {host}: a bearer token is required to bind an address other than localhost "
-                         "(--token or $JAXCLEAR_TOKEN)")
+        raise ValueError(
+            f"--host {host}: a bearer token is required to bind an address other than localhost "
+            "(--token or $JAXCLEAR_TOKEN)"
+        )
     if token is not None and len(token) < 8:
-        raise ValueError("--token: use at least 8 characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')")
+        raise ValueError(
+            "--token: use at least 8 characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"
+        )
     if workers < 1:
         raise ValueError(f"--workers {workers}: expected >= 1")
     data = Path(data).resolve()
@@ -1019,10 +1235,15 @@ def serve(host="127.0.0.1", port=8642, data="jaxclear-data", token=None, workers
     sup = Workers(data, workers, cache_dir, cluster)
     sup.start()
     import uvicorn
+
     app = create_app(data, token=token, limits=limits, supervisor=sup, local_only=token is None)
-    print(f"jaxclear serve: http://{host}:{port}/ data {data} workers {workers}"
-          + (f", {len(back)} interrupted job(s) queued again" if back else "")
-          + (", bearer token required" if token else ""), file=sys.stderr, flush=True)
+    print(
+        f"jaxclear serve: http://{host}:{port}/ data {data} workers {workers}"
+        + (f", {len(back)} interrupted job(s) queued again" if back else "")
+        + (", bearer token required" if token else ""),
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
     finally:

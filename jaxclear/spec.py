@@ -48,8 +48,10 @@ RANDOM_KINDS = ("uniform", "loguniform", "normal")
 AXIS_KINDS = GRID_KINDS + RANDOM_KINDS
 SAMPLING_METHODS = ("random", "lhs")
 PRECISIONS = ("float64", "float32")
-_AXIS_FORMS = ("{linspace=[lo,hi,n]}, {logspace=[lo,hi,n]}, {values=[...]} (each optionally with zip=\"group\"), "
-               "{uniform=[lo,hi]}, {loguniform=[lo,hi]}, {normal=[mean,std]}")
+_AXIS_FORMS = (
+    '{linspace=[lo,hi,n]}, {logspace=[lo,hi,n]}, {values=[...]} (each optionally with zip="group"), '
+    "{uniform=[lo,hi]}, {loguniform=[lo,hi]}, {normal=[mean,std]}"
+)
 
 
 class SpecError(ValueError):
@@ -66,39 +68,73 @@ def _channel_list(path, value):
 
 # ---------------------------------------------------------------------------- common tables
 
-SWEEP = Table("sweep", (Param("name", "sweep", "name of the sweep (default output folder runs/<name>)"),
-                        Param("description", "", "one line shown by plan/show and the service")),
-              doc="identity", sweepable=False)
-SAMPLING = Table("sampling", (
-    Param("n", 0, "samples of the random axes (uniform, loguniform, normal)", range=(0, 10**8)),
-    Param("seed", 0, "seed of the random axes", range=(0, 2**63 - 1)),
-    Param("method", "random", "'random': independent draws; 'lhs': Latin hypercube", choices=SAMPLING_METHODS,
-          optional=True)), doc="random axes", sweepable=False)
+SWEEP = Table(
+    "sweep",
+    (
+        Param("name", "sweep", "name of the sweep (default output folder runs/<name>)"),
+        Param("description", "", "one line shown by plan/show and the service"),
+    ),
+    doc="identity",
+    sweepable=False,
+)
+SAMPLING = Table(
+    "sampling",
+    (
+        Param("n", 0, "samples of the random axes (uniform, loguniform, normal)", range=(0, 10**8)),
+        Param("seed", 0, "seed of the random axes", range=(0, 2**63 - 1)),
+        Param(
+            "method",
+            "random",
+            "'random': independent draws; 'lhs': Latin hypercube",
+            choices=SAMPLING_METHODS,
+            optional=True,
+        ),
+    ),
+    doc="random axes",
+    sweepable=False,
+)
 
 
 def integrator_table(schemes, scheme, dt_s=1e-6, t_end_s=0.0, save_every=100, extra=()) -> Table:
     """The ``[integrator]`` table: the keys every fixed-step mechanism has, with its defaults and
     scheme choices, plus the mechanism's ``extra`` keys."""
-    return Table("integrator", (
-        Param("scheme", scheme, "explicit fixed-step scheme", choices=tuple(schemes)),
-        Param("dt_s", dt_s, "time step", range=(0.0, 1e-2, False)),
-        Param("t_end_s", t_end_s, "simulated time (0: from the mechanism's own rule)", range=(0.0, math.inf, True)),
-        Param("save_every", save_every, "save histories every N steps (peaks see every step)", range=(1, 10**9)),
-        Param("precision", "float64", "floating-point precision", choices=PRECISIONS),
-        Param("chunk_size", 0, "variants per compiled batch (0: automatic from memory)", range=(0, 10**7)),
-    ) + tuple(extra), doc="time integration", sweepable=False)
+    return Table(
+        "integrator",
+        (
+            Param("scheme", scheme, "explicit fixed-step scheme", choices=tuple(schemes)),
+            Param("dt_s", dt_s, "time step", range=(0.0, 1e-2, False)),
+            Param("t_end_s", t_end_s, "simulated time (0: from the mechanism's own rule)", range=(0.0, math.inf, True)),
+            Param("save_every", save_every, "save histories every N steps (peaks see every step)", range=(1, 10**9)),
+            Param("precision", "float64", "floating-point precision", choices=PRECISIONS),
+            Param("chunk_size", 0, "variants per compiled batch (0: automatic from memory)", range=(0, 10**7)),
+        )
+        + tuple(extra),
+        doc="time integration",
+        sweepable=False,
+    )
 
 
 def outputs_table(channels, histories, plot_variants=4, plots=True) -> Table:
     """The ``[outputs]`` table: saved channels (from ``channels``), plotted variants, plots."""
-    return Table("outputs", (
-        Param("histories", list(histories), "channels saved every save_every steps: " + ", ".join(channels),
-              check=_channel_list),
-        Param("plot_variants", plot_variants, "variants drawn in the history plots", range=(0, 10**6)),
-        Param("plots", plots, "write the PNG plots")), doc="saved histories and plots", sweepable=False)
+    return Table(
+        "outputs",
+        (
+            Param(
+                "histories",
+                list(histories),
+                "channels saved every save_every steps: " + ", ".join(channels),
+                check=_channel_list,
+            ),
+            Param("plot_variants", plot_variants, "variants drawn in the history plots", range=(0, 10**6)),
+            Param("plots", plots, "write the PNG plots"),
+        ),
+        doc="saved histories and plots",
+        sweepable=False,
+    )
 
 
 # ---------------------------------------------------------------------------- schema
+
 
 @dataclass
 class Schema:
@@ -107,7 +143,7 @@ class Schema:
 
     mechanism: str
     module: object
-    decl: dict          # table path -> schema.Table, in spec order
+    decl: dict  # table path -> schema.Table, in spec order
     channels: dict
 
     def __post_init__(self):
@@ -121,8 +157,9 @@ class Schema:
                 if get_table(self.tables, path) is None:  # a table of optional keys only
                     _set(self.tables, path, {})
         self.tables["axes"] = {}
-        self.optional = {path: {p.key: p.default for p in t.params if p.optional or t.optional}
-                         for path, t in self.decl.items()}
+        self.optional = {
+            path: {p.key: p.default for p in t.params if p.optional or t.optional} for path, t in self.decl.items()
+        }
         self.sweepable = tuple(path for path, t in self.decl.items() if t.sweepable)
         self.ranges = {k: p.range for k, p in self.params.items() if p.range and p.kind == "float"}
         self.int_ranges = {k: p.range for k, p in self.params.items() if p.range and p.kind == "int"}
@@ -138,8 +175,7 @@ class Schema:
 
     def floats(self):
         """Dotted paths of the sweepable float keys."""
-        return [k for k, p in self.params.items()
-                if p.kind == "float" and self.decl[k.rsplit(".", 1)[0]].sweepable]
+        return [k for k, p in self.params.items() if p.kind == "float" and self.decl[k.rsplit(".", 1)[0]].sweepable]
 
 
 def mechanism_tables(mod, model: dict):
@@ -153,8 +189,11 @@ def _schema(mechanism, structure):
     model = dict(json.loads(structure))
     own = mechanism_tables(mod, model)
     by_path = {t.path: t for t in own}
-    order = ["sweep", "model"] + [t.path for t in own if t.path not in ("sweep", "model", "integrator", "outputs")] \
+    order = (
+        ["sweep", "model"]
+        + [t.path for t in own if t.path not in ("sweep", "model", "integrator", "outputs")]
         + ["integrator", "outputs", "sampling"]
+    )
     common = {"sweep": SWEEP, "sampling": SAMPLING}
     decl = {}
     for path in order:
@@ -214,6 +253,7 @@ def check_choice(path, val, allowed):
 
 # ---------------------------------------------------------------------------- nested paths
 
+
 def get_table(spec, path):
     """The dict of table ``path`` (dotted, any depth) in a (merged or raw) spec, or None."""
     d = spec
@@ -235,6 +275,7 @@ def _set(d, path, value):
 
 
 # ---------------------------------------------------------------------------- load, merge
+
 
 def load(path_or_dict, overrides=()):
     """Read a TOML spec (path) or dict, apply ``key=value`` overrides, merge defaults, validate."""
@@ -270,8 +311,10 @@ def check_overrides(spec, overrides):
         key = ov.split("=", 1)[0].strip()
         key = sch.aliases.get(key, (key, 1.0))[0]
         if key in axes:
-            raise SpecError(f"--set {key}: {key} is an axis of this spec (axes.{axes[key]}), whose values would "
-                            f"replace the override; remove the axis (or set its values) to fix {key}")
+            raise SpecError(
+                f"--set {key}: {key} is an axis of this spec (axes.{axes[key]}), whose values would "
+                f"replace the override; remove the axis (or set its values) to fix {key}"
+            )
 
 
 def apply_override(raw, text):
@@ -308,10 +351,15 @@ def _apply_aliases(raw, sch):
         val = d.pop(key)
         if not d and tbl != "model":
             _drop_empty(raw, tbl)
-        if get_table(raw, new.rsplit(".", 1)[0]) is not None and new.rsplit(".", 1)[1] in get_table(raw, new.rsplit(".", 1)[0]):
+        if get_table(raw, new.rsplit(".", 1)[0]) is not None and new.rsplit(".", 1)[1] in get_table(
+            raw, new.rsplit(".", 1)[0]
+        ):
             raise SpecError(f"{old} and {new} are both given: {old} is the deprecated name of {new}; keep {new}")
-        warnings.warn(f"{old} is deprecated: use {new}" + (f" (= {old} × {factor:.12g})" if factor != 1.0 else ""),
-                      FutureWarning, stacklevel=4)
+        warnings.warn(
+            f"{old} is deprecated: use {new}" + (f" (= {old} × {factor:.12g})" if factor != 1.0 else ""),
+            FutureWarning,
+            stacklevel=4,
+        )
         if factor != 1.0 and isinstance(val, (int, float)) and not isinstance(val, bool):
             val = val * factor
         _set(raw, new, val)
@@ -383,18 +431,23 @@ def merge_defaults(raw):
                     elif sub in sch.decl or sub in prefixes:
                         walk({kk: vv}, full)
                     elif kk in dict(sch.decl[full].retired):
-                        raise SpecError(f"{sub} is not a key of model.mechanism = {mech!r} any more: "
-                                        f"{dict(sch.decl[full].retired)[kk]}; remove it")
+                        raise SpecError(
+                            f"{sub} is not a key of model.mechanism = {mech!r} any more: "
+                            f"{dict(sch.decl[full].retired)[kk]}; remove it"
+                        )
                     else:
-                        raise SpecError(f"unknown key {sub}{_did_you_mean(kk, keys)}"
-                                        + (f"; allowed: {', '.join(keys)}" if len(keys) <= 12 else "") + suffix)
+                        raise SpecError(
+                            f"unknown key {sub}{_did_you_mean(kk, keys)}"
+                            + (f"; allowed: {', '.join(keys)}" if len(keys) <= 12 else "")
+                            + suffix
+                        )
             elif full in prefixes:
                 if not isinstance(v, dict):
                     raise SpecError(f"[{full}] must be a table, got {v!r}")
                 walk(v, full)
             else:
                 if path:
-                    here = sorted({p[len(path) + 1:].split(".")[0] for p in sch.decl if p.startswith(path + ".")})
+                    here = sorted({p[len(path) + 1 :].split(".")[0] for p in sch.decl if p.startswith(path + ".")})
                 else:
                     here = list(dict.fromkeys([t.split(".")[0] for t in sch.decl] + ["axes"])) + list(EXTRA_TABLES)
                 label = f"table [{full}]" if (isinstance(v, dict) or not path) else f"key {full}"
@@ -522,8 +575,9 @@ def validate(spec):
         hook(spec)
     for ch in spec["outputs"]["histories"]:
         if ch not in sch.channels:
-            raise SpecError(f"outputs.histories entry {ch!r}{_did_you_mean(ch, sch.channels)}; "
-                            f"allowed: {', '.join(sch.channels)}")
+            raise SpecError(
+                f"outputs.histories entry {ch!r}{_did_you_mean(ch, sch.channels)}; allowed: {', '.join(sch.channels)}"
+            )
     paths, values = axes_values(spec)  # validates the axes
     check_values(variant_columns(spec, paths, values), sch)
 
@@ -548,15 +602,24 @@ def resolve_axis_key(spec, key):
     else:
         hits = [p for p in sch.params if p.rsplit(".", 1)[1] == key and p.rsplit(".", 1)[0] in sch.sweepable]
         if len(hits) != 1:
-            raise SpecError(f"axes.{key}: unknown key{_did_you_mean(key, [p.rsplit('.', 1)[1] for p in floats])}"
-                            + (f"; ambiguous: {', '.join(hits)}" if len(hits) > 1 else ""))
+            raise SpecError(
+                f"axes.{key}: unknown key{_did_you_mean(key, [p.rsplit('.', 1)[1] for p in floats])}"
+                + (f"; ambiguous: {', '.join(hits)}" if len(hits) > 1 else "")
+            )
         path = hits[0]
     if sch.params[path].kind != "float":
         p = sch.params[path]
-        hint = (f"; run one spec per value instead (e.g. --set {path}={p.choices[0]!r}), choices: "
-                + ", ".join(map(str, p.choices))) if p.choices else ""
-        raise SpecError(f"axes.{key}: {path} is structural (not a float) and cannot be swept: it selects the "
-                        f"compiled model{hint}")
+        hint = (
+            (
+                f"; run one spec per value instead (e.g. --set {path}={p.choices[0]!r}), choices: "
+                + ", ".join(map(str, p.choices))
+            )
+            if p.choices
+            else ""
+        )
+        raise SpecError(
+            f"axes.{key}: {path} is structural (not a float) and cannot be swept: it selects the compiled model{hint}"
+        )
     hook = getattr(sch.module, "check_axis", None)
     if hook is not None:
         hook(spec, key, path)
@@ -581,24 +644,37 @@ def parse_axes(spec):
             raise SpecError(f"axes.{key} = {ax!r}: expected one of {_AXIS_FORMS}")
         kinds = [k for k in ax if k != "zip"]
         if len(kinds) != 1:
-            raise SpecError(f"axes.{key} = {ax!r}: expected exactly one of {', '.join(AXIS_KINDS)} "
-                            f"(optionally with zip = \"group\"), e.g. {_AXIS_FORMS}")
+            raise SpecError(
+                f"axes.{key} = {ax!r}: expected exactly one of {', '.join(AXIS_KINDS)} "
+                f'(optionally with zip = "group"), e.g. {_AXIS_FORMS}'
+            )
         kind = kinds[0]
         arg = ax[kind]
         grp = ax.get("zip")
         if kind not in AXIS_KINDS:
-            raise SpecError(f"axes.{key}: unknown axis kind {kind!r}{_did_you_mean(kind, AXIS_KINDS + ('zip',))}; "
-                            f"allowed: {', '.join(AXIS_KINDS)}")
+            raise SpecError(
+                f"axes.{key}: unknown axis kind {kind!r}{_did_you_mean(kind, AXIS_KINDS + ('zip',))}; "
+                f"allowed: {', '.join(AXIS_KINDS)}"
+            )
         if grp is not None:
             if not isinstance(grp, str) or not grp:
                 raise SpecError(f"axes.{key}.zip = {grp!r}: expected a group name (string)")
             if kind in RANDOM_KINDS:
-                raise SpecError(f"axes.{key}.zip = {grp!r}: random axes ({kind}) are always drawn together "
-                                "with [sampling]; zip applies to linspace / logspace / values")
+                raise SpecError(
+                    f"axes.{key}.zip = {grp!r}: random axes ({kind}) are always drawn together "
+                    "with [sampling]; zip applies to linspace / logspace / values"
+                )
         vals = None
         if kind in ("linspace", "logspace"):
-            if not (isinstance(arg, list) and len(arg) == 3 and _is_num(arg[0]) and _is_num(arg[1])
-                    and isinstance(arg[2], int) and not isinstance(arg[2], bool) and arg[2] >= 1):
+            if not (
+                isinstance(arg, list)
+                and len(arg) == 3
+                and _is_num(arg[0])
+                and _is_num(arg[1])
+                and isinstance(arg[2], int)
+                and not isinstance(arg[2], bool)
+                and arg[2] >= 1
+            ):
                 raise SpecError(f"axes.{key}.{kind} = {arg!r}: expected [lo, hi, n] with integer n >= 1")
             lo, hi, n = arg
             if kind == "logspace":
@@ -674,17 +750,23 @@ def axes_values(spec):
             factors.append(groups[ax["zip"]])
     for name, members in groups.items():
         if len(members) < 2:
-            raise SpecError(f"axes.{members[0]['key']}.zip = {name!r}: zip group {name!r} has only this axis; "
-                            "give the same zip name to at least two grid axes")
+            raise SpecError(
+                f"axes.{members[0]['key']}.zip = {name!r}: zip group {name!r} has only this axis; "
+                "give the same zip name to at least two grid axes"
+            )
         lens = {m["path"]: len(m["values"]) for m in members}
         if len(set(lens.values())) > 1:
-            raise SpecError(f"zip group {name!r}: the axes must have the same length, got "
-                            + ", ".join(f"axes.{m['key']}: {len(m['values'])}" for m in members))
+            raise SpecError(
+                f"zip group {name!r}: the axes must have the same length, got "
+                + ", ".join(f"axes.{m['key']}: {len(m['values'])}" for m in members)
+            )
     grid_paths = [m["path"] for f in factors for m in f]
     if factors:
         blocks = [np.stack([m["values"] for m in f], axis=1) for f in factors]
-        rows = [np.concatenate([blocks[j][i] for j, i in enumerate(ix)])
-                for ix in itertools.product(*[range(len(b)) for b in blocks])]
+        rows = [
+            np.concatenate([blocks[j][i] for j, i in enumerate(ix)])
+            for ix in itertools.product(*[range(len(b)) for b in blocks])
+        ]
         grid = np.array(rows, float).reshape(-1, len(grid_paths))
     else:
         grid = np.zeros((1, 0))  # no grid axis: one base variant
@@ -717,9 +799,16 @@ def axes_info(spec):
     for j, p in enumerate(paths):
         ax = axes[p]
         kind = ax["kind"] if ax["values"] is not None else f"{ax['kind']} ({spec['sampling'].get('method', 'random')})"
-        out.append({"name": p, "kind": kind,
-                    "count": int(len(ax["values"]) if ax["values"] is not None else spec["sampling"]["n"]),
-                    "zip": ax["zip"], "min": float(np.min(vals[:, j])), "max": float(np.max(vals[:, j]))})
+        out.append(
+            {
+                "name": p,
+                "kind": kind,
+                "count": int(len(ax["values"]) if ax["values"] is not None else spec["sampling"]["n"]),
+                "zip": ax["zip"],
+                "min": float(np.min(vals[:, j])),
+                "max": float(np.max(vals[:, j])),
+            }
+        )
     return out
 
 

@@ -43,7 +43,6 @@ from pathlib import Path
 import numpy as np
 
 
-
 class _LazyZarr:
     """zarr, imported on first use: a spec error (which never touches the store) is reported
     without paying for zarr's import; None-like when zarr is missing (a GPU box with jax alone
@@ -56,6 +55,7 @@ class _LazyZarr:
             try:
                 import zarr as z
                 import zarr.errors  # noqa: F401
+
                 _LazyZarr._mod = z
             except ImportError:
                 _LazyZarr._mod = None
@@ -88,27 +88,57 @@ def exists(out) -> bool:
     return (path_of(out) / "zarr.json").exists()
 
 
-def create(out, *, spec_json, spec_hash, version, name, n_variants, chunk_size, t_s, inputs,
-           joints, dt_s, save_every, base_dir="."):
+def create(
+    out,
+    *,
+    spec_json,
+    spec_hash,
+    version,
+    name,
+    n_variants,
+    chunk_size,
+    t_s,
+    inputs,
+    joints,
+    dt_s,
+    save_every,
+    base_dir=".",
+):
     """A new empty store (an existing one at that path is deleted first)."""
     _need_zarr()
     n_chunks = math.ceil(n_variants / chunk_size)
-    with built_in_place(path_of(out), {
-            "format": FORMAT, "spec": spec_json, "spec_hash": spec_hash, "version": version, "name": name,
-            "n_variants": int(n_variants), "chunk_size": int(chunk_size), "n_chunks": int(n_chunks),
-            "axes": list(inputs), "joints": list(joints), "dt_s": float(dt_s), "save_every": int(save_every),
-            "base_dir": str(base_dir)}) as g:
+    with built_in_place(
+        path_of(out),
+        {
+            "format": FORMAT,
+            "spec": spec_json,
+            "spec_hash": spec_hash,
+            "version": version,
+            "name": name,
+            "n_variants": int(n_variants),
+            "chunk_size": int(chunk_size),
+            "n_chunks": int(n_chunks),
+            "axes": list(inputs),
+            "joints": list(joints),
+            "dt_s": float(dt_s),
+            "save_every": int(save_every),
+            "base_dir": str(base_dir),
+        },
+    ) as g:
         t_s = np.asarray(t_s, np.float64)
-        g.create_array("t_s", shape=t_s.shape, dtype=t_s.dtype, chunks=(max(1, t_s.size),),
-                       dimension_names=("time",))[...] = t_s
-        g.create_array("chunk_done", shape=(n_chunks,), dtype=bool, chunks=(1,), fill_value=False,
-                       dimension_names=("chunk",))
+        g.create_array("t_s", shape=t_s.shape, dtype=t_s.dtype, chunks=(max(1, t_s.size),), dimension_names=("time",))[
+            ...
+        ] = t_s
+        g.create_array(
+            "chunk_done", shape=(n_chunks,), dtype=bool, chunks=(1,), fill_value=False, dimension_names=("chunk",)
+        )
         gi = g.create_group("inputs")
         g.create_group("metrics")
         for col, v in inputs.items():
             v = np.asarray(v)
-            gi.create_array(col, shape=v.shape, dtype=v.dtype, chunks=(chunk_size,), fill_value=np.nan,
-                            dimension_names=("variant",))[...] = v
+            gi.create_array(
+                col, shape=v.shape, dtype=v.dtype, chunks=(chunk_size,), fill_value=np.nan, dimension_names=("variant",)
+            )[...] = v
     return open(out)
 
 
@@ -126,8 +156,10 @@ def built_in_place(path: Path, attributes: dict):
 
 def _need_zarr():
     if zarr.missing:
-        raise ImportError("the result store (--out DIR) needs zarr >= 3: pip install 'zarr>=3' "
-                          "(a sweep without an output directory runs without it)")
+        raise ImportError(
+            "the result store (--out DIR) needs zarr >= 3: pip install 'zarr>=3' "
+            "(a sweep without an output directory runs without it)"
+        )
 
 
 def open(out, mode="r+"):  # noqa: A001 (module-level, like zarr.open)
@@ -178,8 +210,16 @@ def _require(g, name, shape, dtype, chunks, fill, dims, attributes):
     except KeyError:
         pass
     try:
-        return g.create_array(name, shape=shape, dtype=dtype, chunks=chunks, fill_value=fill,
-                              dimension_names=dims, attributes=attributes, overwrite=False)
+        return g.create_array(
+            name,
+            shape=shape,
+            dtype=dtype,
+            chunks=chunks,
+            fill_value=fill,
+            dimension_names=dims,
+            attributes=attributes,
+            overwrite=False,
+        )
     except (zarr.errors.ContainsArrayError, zarr.errors.ContainsGroupError, FileExistsError):
         return g[name]
 
@@ -219,8 +259,16 @@ def write_chunk(g, ci, metrics, hists):
         arr[a:b] = v
     if hists:
         names, sources, data = expand_channels(hists, g.attrs["joints"])
-        arr = _require(g, "histories", (n,) + data.shape[1:], data.dtype, (cs,) + data.shape[1:], np.nan,
-                       ("variant", "time", "channel"), {"channels": names, "sources": sources})
+        arr = _require(
+            g,
+            "histories",
+            (n,) + data.shape[1:],
+            data.dtype,
+            (cs,) + data.shape[1:],
+            np.nan,
+            ("variant", "time", "channel"),
+            {"channels": names, "sources": sources},
+        )
         if list(arr.attrs["channels"]) != names:
             raise ValueError(f"histories channels {names} differ from the store's {arr.attrs['channels']}")
         arr[a:b] = data
@@ -259,8 +307,15 @@ def read(g, histories=True):
         if not vdone.all():
             data[~vdone] = np.nan
         hists = collapse_channels(data, arr.attrs["sources"])
-    return {"attrs": at, "t_s": np.asarray(g["t_s"][...]), "chunk_done": done, "variant_done": vdone,
-            "inputs": inputs, "metrics": metrics, "histories": hists}
+    return {
+        "attrs": at,
+        "t_s": np.asarray(g["t_s"][...]),
+        "chunk_done": done,
+        "variant_done": vdone,
+        "inputs": inputs,
+        "metrics": metrics,
+        "histories": hists,
+    }
 
 
 def collapse_channels(data, sources):

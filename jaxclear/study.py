@@ -39,8 +39,10 @@ def of(spec, plan_: sweep.Plan, cfg=None) -> Study:
     """The Study of a planned spec (SpecError when the mechanism has none)."""
     mech = plan_.mech
     if not hasattr(mech, "study"):
-        raise specmod.SpecError(f"model.mechanism = {plan_.mechanism!r} has no differentiable study "
-                                "(jaxclear.study); sensitivity and identify need one")
+        raise specmod.SpecError(
+            f"model.mechanism = {plan_.mechanism!r} has no differentiable study "
+            "(jaxclear.study); sensitivity and identify need one"
+        )
     return mech.study(spec, cfg or plan_.cfg, plan_.t_end)
 
 
@@ -67,8 +69,9 @@ def signal_function(spec, plan_: sweep.Plan, keys, signal):
     """y(θ): the saved channel ``signal`` of one variant (joint 0 of a per-joint channel) at the
     save times, as a function of the values of the dotted ``keys``."""
     if signal not in specmod.schema_of(spec).channels:
-        raise specmod.SpecError(f"identify.signal = {signal!r}; allowed: "
-                                + ", ".join(specmod.schema_of(spec).channels))
+        raise specmod.SpecError(
+            f"identify.signal = {signal!r}; allowed: " + ", ".join(specmod.schema_of(spec).channels)
+        )
     cfg = replace(plan_.cfg, outputs=(signal,))
     dtype = jnp.float64 if plan_.dtype == "float64" else jnp.float32
     base = sweep.flat_values(spec)

@@ -73,8 +73,15 @@ def plan(spec) -> Plan:
     if hasattr(mech, "ideal_samples"):  # one reference sample count for the whole sweep
         cfg = replace(cfg, ideal_samples=mech.ideal_samples(cols, cfg.n_steps * cfg.dt))
     it = spec["integrator"]
-    p = Plan(cfg=cfg, paths=tuple(paths), values=values, t_end=cfg.n_steps * cfg.dt,
-             dtype=it["precision"], chunk_size=1, mechanism=spec["model"]["mechanism"])
+    p = Plan(
+        cfg=cfg,
+        paths=tuple(paths),
+        values=values,
+        t_end=cfg.n_steps * cfg.dt,
+        dtype=it["precision"],
+        chunk_size=1,
+        mechanism=spec["model"]["mechanism"],
+    )
     cfg = check_variants(spec, p)  # with the static choices made from every variant (max_regions = "auto")
     cs = it["chunk_size"] or parallel.auto_chunk_size(B, bytes_per_variant(cfg, it["precision"], mech))
     p = replace(p, cfg=cfg, chunk_size=min(cs, B))
@@ -170,8 +177,11 @@ def estimate(spec_or_path, overrides=(), probe_steps=200):
     are selects under vmap, so the cost per step is nearly uniform).  ``probe_steps=0`` skips
     the probe (no compile; time and temporaries are then None).
     """
-    spec = (spec_or_path if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path
-            else specmod.load(spec_or_path, overrides))
+    spec = (
+        spec_or_path
+        if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path
+        else specmod.load(spec_or_path, overrides)
+    )
     pl = plan(spec)
     cfg, B, cs = pl.cfg, pl.n_variants, pl.chunk_size
     n_chunks = math.ceil(B / cs)
@@ -185,23 +195,44 @@ def estimate(spec_or_path, overrides=(), probe_steps=200):
     n_metrics = 25 + (8 * n_joints if n_joints > 1 else 0)  # chunk_metrics columns (approximate)
     metrics_b = B * (n_metrics + len(pl.paths)) * 8
     est = {
-        "name": spec["sweep"]["name"], "n_variants": int(B),
+        "name": spec["sweep"]["name"],
+        "n_variants": int(B),
         "axes": specmod.axes_info(spec),
-        "sampling": {"n": spec["sampling"]["n"], "seed": spec["sampling"]["seed"],
-                     "method": spec["sampling"].get("method", "random")},
-        "chunk_size": int(cs), "n_chunks": int(n_chunks), "padding": int(n_chunks * cs - B),
-        "steps_per_variant": int(cfg.n_steps), "dt_s": cfg.dt, "t_end_s": pl.t_end,
-        "save_every": cfg.save_every, "n_saves": cfg.n_saves, "channels": list(cfg.outputs),
-        "precision": pl.dtype, "scheme": cfg.scheme, "mechanism": pl.mechanism,
+        "sampling": {
+            "n": spec["sampling"]["n"],
+            "seed": spec["sampling"]["seed"],
+            "method": spec["sampling"].get("method", "random"),
+        },
+        "chunk_size": int(cs),
+        "n_chunks": int(n_chunks),
+        "padding": int(n_chunks * cs - B),
+        "steps_per_variant": int(cfg.n_steps),
+        "dt_s": cfg.dt,
+        "t_end_s": pl.t_end,
+        "save_every": cfg.save_every,
+        "n_saves": cfg.n_saves,
+        "channels": list(cfg.outputs),
+        "precision": pl.dtype,
+        "scheme": cfg.scheme,
+        "mechanism": pl.mechanism,
         **_describe(spec, pl),
-        "params_bytes_per_chunk": params_b, "output_bytes_per_chunk": out_b,
-        "history_bytes_per_chunk": hist_chunk_b, "temp_bytes_per_chunk": None,
+        "params_bytes_per_chunk": params_b,
+        "output_bytes_per_chunk": out_b,
+        "history_bytes_per_chunk": hist_chunk_b,
+        "temp_bytes_per_chunk": None,
         "memory_bytes_per_chunk": params_b + out_b,
-        "history_bytes": int(B * hist_per_variant), "metrics_bytes": int(metrics_b),
+        "history_bytes": int(B * hist_per_variant),
+        "metrics_bytes": int(metrics_b),
         "store_bytes": int(B * hist_per_variant + metrics_b),
-        "probe_steps": 0, "compile_s": None, "probe_run_s": None, "variant_steps_per_s": None,
-        "run_s_per_chunk": None, "run_s": None, "total_s": None,
-        "device_kind": jax.devices()[0].device_kind, "device_count": len(jax.devices()),
+        "probe_steps": 0,
+        "compile_s": None,
+        "probe_run_s": None,
+        "variant_steps_per_s": None,
+        "run_s_per_chunk": None,
+        "run_s": None,
+        "total_s": None,
+        "device_kind": jax.devices()[0].device_kind,
+        "device_count": len(jax.devices()),
     }
     if probe_steps <= 0:
         return est
@@ -223,13 +254,19 @@ def estimate(spec_or_path, overrides=(), probe_steps=200):
     except (AttributeError, NotImplementedError, jax.errors.JaxRuntimeError):
         pass
     per_chunk = t_probe * cfg.n_steps / pcfg.n_steps
-    est.update({
-        "probe_steps": int(pcfg.n_steps), "compile_s": compile_s, "probe_run_s": t_probe,
-        "variant_steps_per_s": cs * pcfg.n_steps / t_probe if t_probe > 0 else None,
-        "run_s_per_chunk": per_chunk, "run_s": per_chunk * n_chunks, "total_s": per_chunk * n_chunks + compile_s,
-        "temp_bytes_per_chunk": temp,
-        "memory_bytes_per_chunk": params_b + out_b + (temp or 0),
-    })
+    est.update(
+        {
+            "probe_steps": int(pcfg.n_steps),
+            "compile_s": compile_s,
+            "probe_run_s": t_probe,
+            "variant_steps_per_s": cs * pcfg.n_steps / t_probe if t_probe > 0 else None,
+            "run_s_per_chunk": per_chunk,
+            "run_s": per_chunk * n_chunks,
+            "total_s": per_chunk * n_chunks + compile_s,
+            "temp_bytes_per_chunk": temp,
+            "memory_bytes_per_chunk": params_b + out_b + (temp or 0),
+        }
+    )
     return est
 
 
@@ -257,8 +294,15 @@ def compiled(plan_: Plan, example, ticks=False):
     local devices the variant axis is sharded over them (``parallel.variant_sharding``).
     Returns (compiled function, seconds spent compiling now: 0 on an in-process hit)."""
     nd = jax.local_device_count()
-    key = (plan_.mechanism, plan_.cfg, plan_.dtype, nd, jax.tree_util.tree_structure(example),
-           tuple(x.shape for x in jax.tree_util.tree_leaves(example)), bool(ticks))
+    key = (
+        plan_.mechanism,
+        plan_.cfg,
+        plan_.dtype,
+        nd,
+        jax.tree_util.tree_structure(example),
+        tuple(x.shape for x in jax.tree_util.tree_leaves(example)),
+        bool(ticks),
+    )
     if key in _CACHE:
         return _CACHE[key], 0.0
     mech = plan_.mech
@@ -352,7 +396,7 @@ def compute_chunk(spec, pl, ci, st=None, tick=False, on_compiled=None, progress=
     hh = {name: np.asarray(v)[: len(idx)] for name, v in res.history.items()}
     if st is not None:
         store.write_chunk(st, ci, m, hh)  # data first ...
-        store.mark_done(st, ci)           # ... the flag last
+        store.mark_done(st, ci)  # ... the flag last
     if ticks_ is not None:
         ticks_.finish()
     return m, hh, {"chunk": int(ci), "variants": len(idx), "compile_s": c_s, "run_s": r_s}
@@ -360,10 +404,22 @@ def compute_chunk(spec, pl, ci, st=None, tick=False, on_compiled=None, progress=
 
 def write_progress(plog, ci, process, done, total, elapsed_s, rate, eta_s, **extra):
     """One line of progress.jsonl (a finished chunk)."""
-    plog.write(json.dumps({
-        "chunk": int(ci), "process": process, "variants_done": int(done), "variants_total": int(total),
-        "elapsed_s": round(elapsed_s, 4), "variant_steps_per_s": rate, "eta_s": round(eta_s, 4),
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **extra}) + "\n")
+    plog.write(
+        json.dumps(
+            {
+                "chunk": int(ci),
+                "process": process,
+                "variants_done": int(done),
+                "variants_total": int(total),
+                "elapsed_s": round(elapsed_s, 4),
+                "variant_steps_per_s": rate,
+                "eta_s": round(eta_s, 4),
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                **extra,
+            }
+        )
+        + "\n"
+    )
     plog.flush()
 
 
@@ -389,10 +445,21 @@ def _open_store(outdir, spec, pl, h, force, log):
         _check_other_spec(outdir, h, force)  # another spec: refused unless force
         log(f"--force: deleting {path} (spec_hash {old}) and starting over")
     names = tuple(pl.mech.joint_names(pl.cfg))
-    g = store.create(outdir, spec_json=json.dumps(_clean_spec(spec), sort_keys=True), spec_hash=h,
-                     version=__version__, name=spec["sweep"]["name"], n_variants=pl.n_variants,
-                     chunk_size=pl.chunk_size, t_s=_times(pl), inputs=_inputs(pl), joints=names,
-                     dt_s=pl.cfg.dt, save_every=pl.cfg.save_every, base_dir=spec.get("_base_dir", "."))
+    g = store.create(
+        outdir,
+        spec_json=json.dumps(_clean_spec(spec), sort_keys=True),
+        spec_hash=h,
+        version=__version__,
+        name=spec["sweep"]["name"],
+        n_variants=pl.n_variants,
+        chunk_size=pl.chunk_size,
+        t_s=_times(pl),
+        inputs=_inputs(pl),
+        joints=names,
+        dt_s=pl.cfg.dt,
+        save_every=pl.cfg.save_every,
+        base_dir=spec.get("_base_dir", "."),
+    )
     return g, True
 
 
@@ -421,7 +488,8 @@ def _check_other_spec(outdir, h, force):
     if old != h:
         raise specmod.SpecError(
             f"{outdir} holds the results of another spec (store spec_hash {old}, this spec {h}); "
-            "use --force to delete them and rerun (force=True from Python), or choose another --out")
+            "use --force to delete them and rerun (force=True from Python), or choose another --out"
+        )
 
 
 class _ChunkProgress:
@@ -456,8 +524,18 @@ def _previous_summary(outdir, h):
     return s if s.get("spec_hash") == h else None
 
 
-def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=False, compile_cache=True,
-        stage=None, ticks="auto", cluster=None):
+def run(
+    spec_or_path,
+    out=None,
+    overrides=(),
+    progress=None,
+    log=print,
+    force=False,
+    compile_cache=True,
+    stage=None,
+    ticks="auto",
+    cluster=None,
+):
     """Run a sweep; return (metrics dict of columns, summary dict, histories dict).
 
     With ``out`` the results go to that directory: ``store.zarr`` (the chunked result store,
@@ -480,7 +558,11 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
     summary.json and records itself under ``rerun``.
     """
     cache_dir = parallel.enable_compile_cache(None if compile_cache is True else compile_cache)
-    spec = spec_or_path if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path else specmod.load(spec_or_path, overrides)
+    spec = (
+        spec_or_path
+        if isinstance(spec_or_path, dict) and "_base_dir" in spec_or_path
+        else specmod.load(spec_or_path, overrides)
+    )
     pl = plan(spec)
     h = specmod.spec_hash(spec)
     outdir = Path(out) if out else None
@@ -488,13 +570,15 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
     pi, pc = parallel.process_index(), parallel.process_count()
     lead = pi == 0
     if cluster is not None and (outdir is None or pc > 1):
-        raise ValueError("cluster: a cluster run needs out (a directory its workers share) and a single "
-                         f"client process (got out={out!r}, jax.distributed process_count={pc})")
+        raise ValueError(
+            "cluster: a cluster run needs out (a directory its workers share) and a single "
+            f"client process (got out={out!r}, jax.distributed process_count={pc})"
+        )
     t_wall = time.perf_counter()
     st, fresh = None, True
     if outdir:
         outdir.mkdir(parents=True, exist_ok=True)
-        _check_other_spec(outdir, h, force)   # every process, before anyone changes anything
+        _check_other_spec(outdir, h, force)  # every process, before anyone changes anything
         parallel.barrier("jaxclear:checked")
         if lead:
             st, fresh = _open_store(outdir, spec, pl, h, force, log)
@@ -535,9 +619,21 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
     try:
         if cluster is not None:  # every pending chunk a task on a Dask cluster (jaxclear.cluster)
             from . import cluster as cluster_mod
+
             stage("running", compile_s=0.0)
-            cstats = cluster_mod.compute_pending(cluster, spec, pl, h, outdir, pending, done=done, progress=progress,
-                                                 plog=plog, log=log, compile_cache=compile_cache)
+            cstats = cluster_mod.compute_pending(
+                cluster,
+                spec,
+                pl,
+                h,
+                outdir,
+                pending,
+                done=done,
+                progress=progress,
+                plog=plog,
+                log=log,
+                compile_cache=compile_cache,
+            )
             steps_done, run_s, compile_s = cstats["steps"], cstats["run_s"], cstats["compile_s"]
         for k, ci in enumerate(pending if cluster is None else ()):
             if k == 0:
@@ -559,8 +655,16 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
             if plog is not None:
                 el = time.perf_counter() - t_loop
                 per_chunk = max(el - compile_s, 0.0) / (k + 1)
-                write_progress(plog, ci, pi, done, B, el, (steps_done / run_s) if run_s > 0 else None,
-                               per_chunk * (len(pending) - k - 1))
+                write_progress(
+                    plog,
+                    ci,
+                    pi,
+                    done,
+                    B,
+                    el,
+                    (steps_done / run_s) if run_s > 0 else None,
+                    per_chunk * (len(pending) - k - 1),
+                )
     finally:
         if plog is not None:
             plog.close()
@@ -579,25 +683,43 @@ def run(spec_or_path, out=None, overrides=(), progress=None, log=print, force=Fa
     failed = [int(i) for i in np.nonzero(~table["finite"].astype(bool))[0]]
     dev = jax.devices()
     summary = {
-        "name": spec["sweep"]["name"], "spec_hash": h, "version": __version__,
-        "variants": int(B), "steps_per_variant": int(pl.cfg.n_steps), "dt_s": pl.cfg.dt,
-        "t_end_s": pl.t_end, "save_every": pl.cfg.save_every, "chunk_size": int(cs), "chunks": n_chunks,
-        "chunks_reused": reused, "chunks_computed": int(rows[:, 3].sum()),
+        "name": spec["sweep"]["name"],
+        "spec_hash": h,
+        "version": __version__,
+        "variants": int(B),
+        "steps_per_variant": int(pl.cfg.n_steps),
+        "dt_s": pl.cfg.dt,
+        "t_end_s": pl.t_end,
+        "save_every": pl.cfg.save_every,
+        "chunk_size": int(cs),
+        "chunks": n_chunks,
+        "chunks_reused": reused,
+        "chunks_computed": int(rows[:, 3].sum()),
         "store": str(store.path_of(outdir)) if outdir else None,
-        "wall_s": wall, "compile_s": float(rows[:, 2].max()), "run_s": float(rows[:, 1].max()),
+        "wall_s": wall,
+        "compile_s": float(rows[:, 2].max()),
+        "run_s": float(rows[:, 1].max()),
         "variant_steps_per_s": rate,
-        "device_kind": dev[0].device_kind, "device_platform": dev[0].platform, "device_count": len(dev),
-        "local_device_count": jax.local_device_count(), "process_count": pc,
+        "device_kind": dev[0].device_kind,
+        "device_platform": dev[0].platform,
+        "device_count": len(dev),
+        "local_device_count": jax.local_device_count(),
+        "process_count": pc,
         "cpu_devices": parallel.cpu_devices_choice(),
-        "executed_chunk_size": int(cs_exec), "compile_cache": str(cache_dir) if cache_dir else None,
-        "precision": pl.dtype, "scheme": pl.cfg.scheme, "mechanism": pl.mechanism, **_describe(spec, pl),
-        "failed_variants": failed, "axes": [specmod.column_name(p) for p in pl.paths],
+        "executed_chunk_size": int(cs_exec),
+        "compile_cache": str(cache_dir) if cache_dir else None,
+        "precision": pl.dtype,
+        "scheme": pl.cfg.scheme,
+        "mechanism": pl.mechanism,
+        **_describe(spec, pl),
+        "failed_variants": failed,
+        "axes": [specmod.column_name(p) for p in pl.paths],
         "joints": list(pl.mech.joint_names(pl.cfg)),
-        "python": platform.python_version(), "jax": jax.__version__,
+        "python": platform.python_version(),
+        "jax": jax.__version__,
     }
     if cstats is not None:
-        summary.update(cluster=cstats["address"], cluster_workers=cstats["workers"],
-                       chunks_retried=cstats["retried"])
+        summary.update(cluster=cstats["address"], cluster_workers=cstats["workers"], chunks_retried=cstats["retried"])
     if prev is not None:
         # nothing computed now: keep the figures of the run that computed the chunks, report this one apart
         rerun = {k: summary[k] for k in ("wall_s", "chunks_reused", "chunks_computed", "version", "device_count")}
@@ -674,6 +796,7 @@ def write_parquet(path, table):
 
 def read_parquet(path):
     import pyarrow.parquet as pq
+
     t = pq.read_table(str(path))
     return {k: t.column(k).to_numpy() for k in t.column_names}
 
@@ -773,9 +896,17 @@ def load(out, as_xarray=False, histories=True):
     if r["chunk_done"].all() and sj.exists():
         s = json.loads(sj.read_text())
         summary = s if s.get("spec_hash") == at["spec_hash"] else None
-    res = Results(metrics=r["metrics"], inputs=r["inputs"], histories=r["histories"], t_s=r["t_s"],
-                  spec=store.spec_of(g), summary=summary, chunk_done=r["chunk_done"],
-                  variant_done=r["variant_done"], attrs=at)
+    res = Results(
+        metrics=r["metrics"],
+        inputs=r["inputs"],
+        histories=r["histories"],
+        t_s=r["t_s"],
+        spec=store.spec_of(g),
+        summary=summary,
+        chunk_done=r["chunk_done"],
+        variant_done=r["variant_done"],
+        attrs=at,
+    )
     return to_xarray(res) if as_xarray else res
 
 
@@ -799,11 +930,11 @@ def to_xarray(res: Results, unstack=True):
     try:
         import xarray as xr
     except ImportError:
-        raise ImportError("sweep.load(..., as_xarray=True) needs xarray: pip install xarray "
-                          "(or 'jaxclear[io]')") from None
+        raise ImportError(
+            "sweep.load(..., as_xarray=True) needs xarray: pip install xarray (or 'jaxclear[io]')"
+        ) from None
     n = len(res.variant_done)
-    coords = {"variant": np.arange(n), "time": ("time", res.t_s, {"units": "s"}),
-              "joint": list(res.attrs["joints"])}
+    coords = {"variant": np.arange(n), "time": ("time", res.t_s, {"units": "s"}), "joint": list(res.attrs["joints"])}
     for c, v in res.inputs.items():
         coords[c] = ("variant", v)
     data = {"done": ("variant", res.variant_done)}
@@ -812,9 +943,18 @@ def to_xarray(res: Results, unstack=True):
     for c, v in res.histories.items():
         data[c] = (("variant", "time") if v.ndim == 2 else ("variant", "time", "joint"), v)
     at = res.attrs
-    ds = xr.Dataset(data, coords=coords, attrs={
-        "name": at["name"], "spec_hash": at["spec_hash"], "jaxclear_version": at["version"],
-        "spec": at["spec"], "chunk_size": at["chunk_size"], "missing_chunks": res.missing_chunks})
+    ds = xr.Dataset(
+        data,
+        coords=coords,
+        attrs={
+            "name": at["name"],
+            "spec_hash": at["spec_hash"],
+            "jaxclear_version": at["version"],
+            "spec": at["spec"],
+            "chunk_size": at["chunk_size"],
+            "missing_chunks": res.missing_chunks,
+        },
+    )
     if unstack and len(res.inputs) >= 1 and is_full_grid(res.inputs):
         ds = ds.assign(variant_number=("variant", np.arange(n)))
         ds = ds.set_index(variant=list(res.inputs)).unstack("variant")
@@ -837,13 +977,16 @@ def plot_results(out, res: Results | None = None):
     if not res.variant_done.any() or not hasattr(mechanism_of(spec), "plots"):
         return []
     table, hists = _done_subset(res)
-    summary = {"name": res.attrs["name"], "mechanism": spec["model"]["mechanism"],
-               "axes": list(res.attrs["axes"]), "joints": list(res.attrs["joints"]),
-               "save_every": res.attrs.get("save_every")}
+    summary = {
+        "name": res.attrs["name"],
+        "mechanism": spec["model"]["mechanism"],
+        "axes": list(res.attrs["axes"]),
+        "joints": list(res.attrs["joints"]),
+        "save_every": res.attrs.get("save_every"),
+    }
     if "clearance_joint" in spec["model"]:
         summary["clearance_joint"] = spec["model"]["clearance_joint"]
-    return _plots(Path(out) if Path(out).name != store.NAME else Path(out).parent, spec, table, summary,
-                  hists, res.t_s)
+    return _plots(Path(out) if Path(out).name != store.NAME else Path(out).parent, spec, table, summary, hists, res.t_s)
 
 
 def export(out, fmt="csv", output=None):

@@ -57,8 +57,10 @@ INCREMENT_WARN_FRACTION = 0.1
 def _mechanism(spec):
     mech = sweep.mechanism_of(spec)
     if not hasattr(mech, "with_joint_tree"):
-        raise SpecError(f"model.mechanism = {spec['model']['mechanism']!r}: jaxclear wear evolves the bushings "
-                        "of the crank linkages (slider_crank, four_bar, linkage)")
+        raise SpecError(
+            f"model.mechanism = {spec['model']['mechanism']!r}: jaxclear wear evolves the bushings "
+            "of the crank linkages (slider_crank, four_bar, linkage)"
+        )
     return mech
 
 
@@ -113,34 +115,82 @@ def _open(out, spec, pl, names, n_points, h, force, log):
         if old == h and g.attrs.get("format") == FORMAT:
             return g, False
         if not force:
-            raise SpecError(f"{out} holds the wear evolution of another spec (spec_hash {old}, this spec {h}); "
-                            "use --force to delete it and rerun, or choose another --out")
+            raise SpecError(
+                f"{out} holds the wear evolution of another spec (spec_hash {old}, this spec {h}); "
+                "use --force to delete it and rerun, or choose another --out"
+            )
         log(f"--force: deleting {path} (spec_hash {old}) and starting over")
     U, n, cs = spec["wear"]["updates"], pl.n_variants, pl.chunk_size
     n_chunks = -(-n // cs)
     J = len(names)
-    with store.built_in_place(path, {
-            "format": FORMAT, "spec": json.dumps({k: v for k, v in spec.items() if not k.startswith("_")},
-                                                 sort_keys=True),
-            "spec_hash": h, "version": __version__, "name": spec["sweep"]["name"], "n_variants": int(n),
-            "chunk_size": int(cs), "n_chunks": int(n_chunks), "updates": int(U), "joints": list(names),
-            "axes": [specmod.column_name(pth) for pth in pl.paths]}) as g:
-        g.create_array("done", shape=(U + 1, n_chunks), dtype=bool, chunks=(1, 1), fill_value=False,
-                       dimension_names=("update", "chunk"))
+    with store.built_in_place(
+        path,
+        {
+            "format": FORMAT,
+            "spec": json.dumps({k: v for k, v in spec.items() if not k.startswith("_")}, sort_keys=True),
+            "spec_hash": h,
+            "version": __version__,
+            "name": spec["sweep"]["name"],
+            "n_variants": int(n),
+            "chunk_size": int(cs),
+            "n_chunks": int(n_chunks),
+            "updates": int(U),
+            "joints": list(names),
+            "axes": [specmod.column_name(pth) for pth in pl.paths],
+        },
+    ) as g:
+        g.create_array(
+            "done",
+            shape=(U + 1, n_chunks),
+            dtype=bool,
+            chunks=(1, 1),
+            fill_value=False,
+            dimension_names=("update", "chunk"),
+        )
         # depth after m updates; row 0 is the new bushing (zero), row m+1 is written before row m's flag
-        g.create_array("depth_m", shape=(U + 1, n, J, n_points), dtype="float64", chunks=(1, cs, J, n_points),
-                       fill_value=0.0, dimension_names=("update", "variant", "joint", "point"))
-        g.create_array("points0_m", shape=(n, J, n_points, 2), dtype="float64", chunks=(cs, J, n_points, 2),
-                       fill_value=np.nan, dimension_names=("variant", "joint", "point", "xy"))
-        g.create_array("cycles_per_update", shape=(n,), dtype="float64", chunks=(cs,), fill_value=np.nan,
-                       dimension_names=("variant",))
-        g.create_array("journal_radius_m", shape=(n, J), dtype="float64", chunks=(cs, J), fill_value=np.nan,
-                       dimension_names=("variant", "joint"))
+        g.create_array(
+            "depth_m",
+            shape=(U + 1, n, J, n_points),
+            dtype="float64",
+            chunks=(1, cs, J, n_points),
+            fill_value=0.0,
+            dimension_names=("update", "variant", "joint", "point"),
+        )
+        g.create_array(
+            "points0_m",
+            shape=(n, J, n_points, 2),
+            dtype="float64",
+            chunks=(cs, J, n_points, 2),
+            fill_value=np.nan,
+            dimension_names=("variant", "joint", "point", "xy"),
+        )
+        g.create_array(
+            "cycles_per_update",
+            shape=(n,),
+            dtype="float64",
+            chunks=(cs,),
+            fill_value=np.nan,
+            dimension_names=("variant",),
+        )
+        g.create_array(
+            "journal_radius_m",
+            shape=(n, J),
+            dtype="float64",
+            chunks=(cs, J),
+            fill_value=np.nan,
+            dimension_names=("variant", "joint"),
+        )
         gi = g.create_group("inputs")
         g.create_group("metrics")
         for j, pth in enumerate(pl.paths):
-            gi.create_array(specmod.column_name(pth), shape=(n,), dtype="float64", chunks=(cs,),
-                            fill_value=np.nan, dimension_names=("variant",))[...] = pl.values[:, j]
+            gi.create_array(
+                specmod.column_name(pth),
+                shape=(n,),
+                dtype="float64",
+                chunks=(cs,),
+                fill_value=np.nan,
+                dimension_names=("variant",),
+            )[...] = pl.values[:, j]
     return zarr.open_group(str(path), mode="r+", zarr_format=3), True
 
 
@@ -153,8 +203,9 @@ def _write_row(g, ci, m, a, b, cols, next_depth):
     gm = g["metrics"]
     for i, (col, v) in enumerate(cols.items()):
         v = np.asarray(v)
-        arr = store._require(gm, col, (U1, n), v.dtype, (1, cs), store._fill(v.dtype), ("update", "variant"),
-                             {"column_index": i})
+        arr = store._require(
+            gm, col, (U1, n), v.dtype, (1, cs), store._fill(v.dtype), ("update", "variant"), {"column_index": i}
+        )
         arr[m, a:b] = v
     g["done"][m, ci] = True
 
@@ -170,16 +221,23 @@ def read(out):
     g = zarr.open_group(str(path), mode="r", zarr_format=3)
     at = dict(g.attrs)
     done = np.asarray(g["done"][...], bool)
-    rows = np.repeat(done, at["chunk_size"], axis=1)[:, :at["n_variants"]]
+    rows = np.repeat(done, at["chunk_size"], axis=1)[:, : at["n_variants"]]
     met = {}
     for k in sorted(g["metrics"].array_keys(), key=lambda k: g["metrics"][k].attrs.get("column_index", 0)):
         v = np.asarray(g["metrics"][k][...])
         met[k] = np.where(rows, v, np.nan) if v.dtype.kind == "f" else v
     depth = np.asarray(g["depth_m"][...])
-    return {"attrs": at, "done": done, "row_done": rows, "depth_m": np.where(rows[..., None, None], depth, np.nan),
-            "points0_m": np.asarray(g["points0_m"][...]), "journal_radius_m": np.asarray(g["journal_radius_m"][...]),
-            "cycles_per_update": np.asarray(g["cycles_per_update"][...]),
-            "inputs": {k: np.asarray(g["inputs"][k][...]) for k in g["inputs"].array_keys()}, "metrics": met}
+    return {
+        "attrs": at,
+        "done": done,
+        "row_done": rows,
+        "depth_m": np.where(rows[..., None, None], depth, np.nan),
+        "points0_m": np.asarray(g["points0_m"][...]),
+        "journal_radius_m": np.asarray(g["journal_radius_m"][...]),
+        "cycles_per_update": np.asarray(g["cycles_per_update"][...]),
+        "inputs": {k: np.asarray(g["inputs"][k][...]) for k in g["inputs"].array_keys()},
+        "metrics": met,
+    }
 
 
 # ---------------------------------------------------------------------------- profile columns
@@ -194,8 +252,12 @@ def profile_columns(points0, depth, journal_radius, length):
     ln = np.broadcast_to(np.asarray(length, float).reshape(B, -1), (B, J))
     vol = np.asarray(wear.worn_volume(points0, depth, 1.0)) * ln
     deepest, angle = wear.deepest(points0, depth)
-    return {"max_radial_clearance_m": r.reshape(B, -1).max(axis=1), "worn_volume_m3": vol.sum(axis=1),
-            "max_wear_depth_m": deepest, "max_wear_depth_angle_deg": angle}
+    return {
+        "max_radial_clearance_m": r.reshape(B, -1).max(axis=1),
+        "worn_volume_m3": vol.sum(axis=1),
+        "max_wear_depth_m": deepest,
+        "max_wear_depth_angle_deg": angle,
+    }
 
 
 def _joint_values(mech, p, name, b):
@@ -209,10 +271,13 @@ def load_spec(spec_or_path, overrides=()):
     spec = spec_or_path if isinstance(spec_or_path, dict) else specmod.load(spec_or_path, overrides)
     _mechanism(spec)  # a mechanism without clearance-joint bushings: SpecError
     from .mechanisms import _clearance
+
     if not _clearance.wear_on(spec):
-        raise SpecError(f"wear.coefficient_m2_per_N = {spec.get('wear', {}).get('coefficient_m2_per_N', 0.0)!r}: "
-                        "jaxclear wear needs a positive Archard coefficient (steel on steel, lubricated: "
-                        "~1e-16 m²/N) or an axis over it")
+        raise SpecError(
+            f"wear.coefficient_m2_per_N = {spec.get('wear', {}).get('coefficient_m2_per_N', 0.0)!r}: "
+            "jaxclear wear needs a positive Archard coefficient (steel on steel, lubricated: "
+            "~1e-16 m²/N) or an axis over it"
+        )
     return spec
 
 
@@ -258,8 +323,8 @@ def run(spec_or_path, out, overrides=(), log=print, force=False, on_update=None)
         rj = _joint_values(mech, p, "journal_radius", len(idx))
         ln = _joint_values(mech, p, "bushing_length", len(idx))
         if m0 == 0:
-            g["points0_m"][a:b] = np.asarray(points0)[:len(idx)]
-            g["cycles_per_update"][a:b] = cpu[:len(idx)]
+            g["points0_m"][a:b] = np.asarray(points0)[: len(idx)]
+            g["cycles_per_update"][a:b] = cpu[: len(idx)]
             g["journal_radius_m"][a:b] = np.broadcast_to(rj.reshape(len(idx), -1), (len(idx), len(names)))
         depth = jnp.asarray(np.asarray(g["depth_m"][m0, a:b])[pad], points0.dtype)
         scale = jnp.asarray(cpu / revs, points0.dtype)[:, None, None]
@@ -273,21 +338,27 @@ def run(spec_or_path, out, overrides=(), log=print, force=False, on_update=None)
             else:
                 window_s.append(dt_s)
             computed += 1
-            cols = profile_columns(np.asarray(points0)[:len(idx)], np.asarray(depth)[:len(idx)], rj, ln)
+            cols = profile_columns(np.asarray(points0)[: len(idx)], np.asarray(depth)[: len(idx)], rj, ln)
             cols.update(mech.chunk_metrics(spec, cfg, pw, res, len(idx), pl.t_end))
             nxt = advance(depth, res.wear, scale, s) if m < U else None
-            _write_row(g, ci, m, a, b, cols, None if nxt is None else np.asarray(nxt)[:len(idx)])
+            _write_row(g, ci, m, a, b, cols, None if nxt is None else np.asarray(nxt)[: len(idx)])
             with open(plog, "a") as fh:
-                fh.write(json.dumps({"chunk": ci, "update": m, "variants": len(idx), "s": dt_s,
-                                     "time": time.time()}) + "\n")
+                fh.write(
+                    json.dumps({"chunk": ci, "update": m, "variants": len(idx), "s": dt_s, "time": time.time()}) + "\n"
+                )
             log(f"chunk {ci + 1}/{n_chunks} update {m}/{U}: {dt_s:.2f} s")
             if on_update is not None:
                 on_update(ci, m)
             depth = nxt
     table, summary = finish(out, spec, log=log)
-    summary.update({"elapsed_s": time.perf_counter() - t_start, "windows_computed": computed,
-                    "first_window_s_with_compile": compile_s,
-                    "window_s_median": float(np.median(window_s)) if window_s else None})
+    summary.update(
+        {
+            "elapsed_s": time.perf_counter() - t_start,
+            "windows_computed": computed,
+            "first_window_s_with_compile": compile_s,
+            "window_s_median": float(np.median(window_s)) if window_s else None,
+        }
+    )
     (out / "wear_summary.json").write_text(json.dumps(summary, indent=2))
     return table, summary
 
@@ -297,8 +368,7 @@ def table_of(ev):
     at, met = ev["attrs"], ev["metrics"]
     U1, n = ev["done"].shape[0], at["n_variants"]
     v, m = np.meshgrid(np.arange(n), np.arange(U1), indexing="ij")
-    t = {"variant": v.ravel(), "update": m.ravel(),
-         "crank_cycles": (m * ev["cycles_per_update"][:, None]).ravel()}
+    t = {"variant": v.ravel(), "update": m.ravel(), "crank_cycles": (m * ev["cycles_per_update"][:, None]).ravel()}
     for k, x in ev["inputs"].items():
         t[k] = np.repeat(x, U1)
     for k, x in met.items():
@@ -322,26 +392,44 @@ def finish(out, spec=None, log=print):
     frac = np.nanmax(inc / clearance0[None, :], axis=0) if inc.size else np.zeros(1)
     warnings = []
     if np.nanmax(frac) > INCREMENT_WARN_FRACTION:
-        warnings.append({"code": "large_wear_update", "message":
-                         f"one update deepens the wear by up to {np.nanmax(frac):.0%} of the initial clearance "
-                         f"(> {INCREMENT_WARN_FRACTION:.0%}): the load history of one window is extrapolated over a "
-                         "visibly changed joint; make wear.cycles_per_update smaller"})
+        warnings.append(
+            {
+                "code": "large_wear_update",
+                "message": f"one update deepens the wear by up to {np.nanmax(frac):.0%} of the initial clearance "
+                f"(> {INCREMENT_WARN_FRACTION:.0%}): the load history of one window is extrapolated over a "
+                "visibly changed joint; make wear.cycles_per_update smaller",
+            }
+        )
     fin = ev["metrics"].get("finite")
     if fin is not None and not np.all(np.asarray(fin)[ev["row_done"]]):
         bad = sorted(set(np.nonzero(~np.asarray(fin, bool) & ev["row_done"])[1].tolist()))
-        warnings.append({"code": "non_finite", "message": f"variants {bad} went non-finite (finite = false "
-                         "in wear_metrics.csv); the other variants are unaffected"})
+        warnings.append(
+            {
+                "code": "non_finite",
+                "message": f"variants {bad} went non-finite (finite = false "
+                "in wear_metrics.csv); the other variants are unaffected",
+            }
+        )
     for w in warnings:
         log(f"warning: {w['message']}")
     at = ev["attrs"]
-    summary = {"name": at["name"], "spec_hash": at["spec_hash"], "version": __version__,
-               "n_variants": at["n_variants"], "updates": at["updates"], "joints": at["joints"],
-               "complete": bool(ev["done"].all()),
-               "cycles_per_update": sorted(set(np.asarray(ev["cycles_per_update"])[np.isfinite(ev["cycles_per_update"])].tolist())),
-               "max_increment_fraction_of_clearance": float(np.nanmax(frac)) if frac.size else 0.0,
-               "warnings": warnings}
+    summary = {
+        "name": at["name"],
+        "spec_hash": at["spec_hash"],
+        "version": __version__,
+        "n_variants": at["n_variants"],
+        "updates": at["updates"],
+        "joints": at["joints"],
+        "complete": bool(ev["done"].all()),
+        "cycles_per_update": sorted(
+            set(np.asarray(ev["cycles_per_update"])[np.isfinite(ev["cycles_per_update"])].tolist())
+        ),
+        "max_increment_fraction_of_clearance": float(np.nanmax(frac)) if frac.size else 0.0,
+        "warnings": warnings,
+    }
     if ev["done"].all() and spec.get("outputs", {}).get("plots", True):
         from . import plots
+
         summary["plots"] = plots.wear_evolution_plots(out, ev, table, spec)
     (out / "wear_summary.json").write_text(json.dumps(summary, indent=2))
     return table, summary
@@ -380,6 +468,7 @@ def sensitivity(spec_or_path, keys, overrides=(), variants=None):
     """d(smooth peak contact force after M updates)/d(key) [N per unit of the key] for every
     variant (or the indices ``variants``): {"variant", inputs..., PEAK, "d(PEAK)/d(key)"...}."""
     from .sensitivity import check_keys, column
+
     spec = load_spec(spec_or_path, overrides)
     keys = tuple(keys)
     check_keys(spec, list(keys))

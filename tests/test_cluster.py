@@ -25,8 +25,10 @@ TINY = {
     "sweep": {"name": "tiny"},
     "integrator": {"dt_s": 2e-6, "t_end_s": 1.0e-3, "save_every": 10, "chunk_size": 2},
     "outputs": {"plots": False},
-    "axes": {"joint.clearance_m": {"values": [0.5e-3, 0.1e-3, 0.02e-3]},
-             "model.crank_speed_rpm": {"values": [3000.0, 5000.0]}},
+    "axes": {
+        "joint.clearance_m": {"values": [0.5e-3, 0.1e-3, 0.02e-3]},
+        "model.crank_speed_rpm": {"values": [3000.0, 5000.0]},
+    },
 }
 
 # Four chunks of one variant, ~1 s of execution each on one core: long enough to kill in flight.
@@ -95,6 +97,7 @@ def test_workers_are_spawned_not_forked(client):
 
 def test_local_cluster_spawns_even_when_dask_is_set_to_fork():
     import dask
+
     if not Path("/proc/self/cmdline").exists():
         pytest.skip("needs /proc")
     with dask.config.set({"distributed.worker.multiprocessing-method": "fork"}):
@@ -179,9 +182,24 @@ def test_worker_killed_mid_chunk_is_rescheduled(client, cache, long_ref, tmp_pat
 def test_client_killed_then_rerun_resumes(client, cache, long_ref, tmp_path):
     spec, ref = long_ref
     out = tmp_path / "killed-client"
-    proc = subprocess.Popen([sys.executable, "-m", "jaxclear.cli", "run", str(spec), "--out", str(out), "--quiet",
-                             "--cache-dir", str(cache), "--cluster", client.scheduler.address],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jaxclear.cli",
+            "run",
+            str(spec),
+            "--out",
+            str(out),
+            "--quiet",
+            "--cache-dir",
+            str(cache),
+            "--cluster",
+            client.scheduler.address,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     kill_after_first_chunk(proc, out)
     done = store.done_flags(store.open(out, mode="r"))
     assert 1 <= done.sum() < 4, done
@@ -203,9 +221,24 @@ def test_service_jobs_run_on_the_cluster(client, cache, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = open(tmp_path / "serve.log", "wb")
-    srv = subprocess.Popen([sys.executable, "-m", "jaxclear.cli", "serve", "--port", str(port), "--data",
-                            str(tmp_path / "data"), "--cache-dir", str(cache), "--cluster", client.scheduler.address],
-                           stdout=log, stderr=log)
+    srv = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jaxclear.cli",
+            "serve",
+            "--port",
+            str(port),
+            "--data",
+            str(tmp_path / "data"),
+            "--cache-dir",
+            str(cache),
+            "--cluster",
+            client.scheduler.address,
+        ],
+        stdout=log,
+        stderr=log,
+    )
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -236,8 +269,24 @@ def test_unreachable_scheduler_is_a_clear_cli_error(tmp_path):
     spec = tmp_path / "tiny.toml"
     spec.write_text(LONG_TOML.replace("t_end_s = 0.3", "t_end_s = 1e-4"))
     env = dict(os.environ, DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s")
-    p = subprocess.run([sys.executable, "-m", "jaxclear.cli", "run", str(spec), "--out", str(tmp_path / "o"),
-                        "--quiet", "--no-compile-cache", "--cluster", "tcp://127.0.0.1:9"],
-                       capture_output=True, text=True, env=env, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jaxclear.cli",
+            "run",
+            str(spec),
+            "--out",
+            str(tmp_path / "o"),
+            "--quiet",
+            "--no-compile-cache",
+            "--cluster",
+            "tcp://127.0.0.1:9",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert p.returncode == 2, p.stderr[-2000:]
     assert "--cluster tcp://127.0.0.1:9" in p.stderr and "Traceback" not in p.stderr

@@ -250,9 +250,13 @@ def test_jit_and_vmap_match_per_case():
             if i == 1 and not refine:  # eager (unjitted) once
                 eager = contact.detect(pts, centers[i], rp, 4, refine=refine)
                 for name in contact.ContactRegions._fields:
-                    np.testing.assert_allclose(np.asarray(getattr(eager, name)), np.asarray(getattr(one, name)), atol=1e-18)
+                    np.testing.assert_allclose(
+                        np.asarray(getattr(eager, name)), np.asarray(getattr(one, name)), atol=1e-18
+                    )
             for name in contact.ContactRegions._fields:
-                np.testing.assert_allclose(np.asarray(getattr(batch, name))[i], np.asarray(getattr(one, name)), atol=1e-18)
+                np.testing.assert_allclose(
+                    np.asarray(getattr(batch, name))[i], np.asarray(getattr(one, name)), atol=1e-18
+                )
 
 
 def _loss(points, c, rp, refine):
@@ -312,6 +316,8 @@ def test_depth_gradient_matches_finite_difference():
 
 # ----------------------------------------------------------------------------- impact memory
 _update = jax.jit(contact.update_impact_memory)
+
+
 def test_impact_memory_overlap():
     n = 72
     pts = profiles.circle(RB, n)

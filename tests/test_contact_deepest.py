@@ -43,8 +43,9 @@ def test_deepest_matches_brute_force_and_full_detection(refine):
             assert int(r.index[i, 0]) == int(f.index[i, 0])
             # same formulas; the compiled rounding differs (1e-15 on a unit normal)
             for fld, tol in (("depth", 1e-15), ("normal", 1e-13), ("point_bushing", 1e-15), ("point_pin", 1e-15)):
-                np.testing.assert_allclose(np.asarray(getattr(r, fld))[i, 0], np.asarray(getattr(f, fld))[i, 0],
-                                           rtol=0, atol=tol, err_msg=fld)
+                np.testing.assert_allclose(
+                    np.asarray(getattr(r, fld))[i, 0], np.asarray(getattr(f, fld))[i, 0], rtol=0, atol=tol, err_msg=fld
+                )
     assert n_multi >= 8  # the sample has several multi-region cases
 
 
@@ -53,8 +54,11 @@ def test_word_run_count_matches_a_loop():
     for n in (3, 8, 23, 24, 25, 47, 48, 72, 100, 241):
         m = rng.random((40, n)) < rng.uniform(0.05, 0.95, (40, 1))
         m[:2] = [[False] * n, [True] * n]  # none / all in contact
-        words, count = jax.jit(jax.vmap(lambda x: (contact.pack_mask(x, jnp.int32),
-                                                   contact._word_starts(contact.pack_mask(x, jnp.int32), n))))(m)
+        words, count = jax.jit(
+            jax.vmap(
+                lambda x: (contact.pack_mask(x, jnp.int32), contact._word_starts(contact.pack_mask(x, jnp.int32), n))
+            )
+        )(m)
         words, count = np.asarray(words), np.asarray(count)
         for i in range(m.shape[0]):
             starts = sum(bool(m[i, k] and not m[i, k - 1]) for k in range(n))
@@ -121,10 +125,12 @@ def test_one_slot_simulation_equals_the_full_pass_on_ovalised_bushing():
     assert np.all(np.asarray(full.acc.impacts) >= 1)
     assert joints.JointConfig(geometry="points", n_points=72, max_regions=1).memory_size == 4
     for f in ("peak_force", "peak_acc", "impacts", "contact_steps", "max_regions"):
-        np.testing.assert_allclose(np.asarray(getattr(one.acc, f)), np.asarray(getattr(full.acc, f)),
-                                   rtol=1e-9, err_msg=f)
-    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-12),
-                           one.q, full.q)
+        np.testing.assert_allclose(
+            np.asarray(getattr(one.acc, f)), np.asarray(getattr(full.acc, f)), rtol=1e-9, err_msg=f
+        )
+    jax.tree_util.tree_map(
+        lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-12), one.q, full.q
+    )
     r32 = _sim(1, _bench_params([0.5e-3], jnp.float32))
     assert r32.q.slider.dtype == jnp.float32 and np.all(np.isfinite(np.asarray(r32.q.slider)))
     assert float(np.asarray(r32.acc.peak_force)[0, 0]) > 0

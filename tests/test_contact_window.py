@@ -100,9 +100,11 @@ def test_window_gradients_finite_through_onset():
 
 def _bench_params(clearances, dtype=jnp.float64):
     """The benchmark's ovalised bushing: r = R_B + c/2 + 0.3c cos 2θ + 0.2c sin θ."""
+
     def one(c):
         pts = profiles.fourier(RJ + 1.5 * c, jnp.stack([0.0 * c, 0.3 * c]), jnp.stack([0.2 * c]), 72)
         return sc.benchmark_params(clearance=c, points=pts)
+
     p = jax.vmap(one)(jnp.asarray(clearances))
     return jax.tree_util.tree_map(lambda x: x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x, p)
 
@@ -120,10 +122,12 @@ def test_window_simulation_equals_full_on_ovalised_bushing():
     assert np.all(np.asarray(win.acc.window_overflow_steps) == 0)
     assert np.all(np.asarray(full.acc.impacts) >= 1)  # contact happened
     for f in ("peak_force", "peak_acc", "impacts", "contact_steps", "max_regions"):
-        np.testing.assert_allclose(np.asarray(getattr(win.acc, f)), np.asarray(getattr(full.acc, f)),
-                                   rtol=1e-9, err_msg=f)
-    jax.tree_util.tree_map(lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-12),
-                           win.q, full.q)
+        np.testing.assert_allclose(
+            np.asarray(getattr(win.acc, f)), np.asarray(getattr(full.acc, f)), rtol=1e-9, err_msg=f
+        )
+    jax.tree_util.tree_map(
+        lambda a, b: np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=0, atol=1e-12), win.q, full.q
+    )
 
 
 @pytest.mark.slow
@@ -136,11 +140,14 @@ def test_window_simulation_reports_overflow_and_runs_in_float32():
     assert float(np.asarray(r32.acc.peak_force)[0, 0]) > 0
 
 
-@pytest.mark.parametrize("profile, words", [
-    ({"kind": "circle", "window_points": 16}, ["profile.window_points", "point method"]),
-    ({"kind": "fourier", "n_points": 72, "window_points": 3}, ["profile.window_points = 3", "[5, "]),
-    ({"kind": "fourier", "n_points": 72, "window_points": 100}, ["profile.window_points = 100"]),
-])
+@pytest.mark.parametrize(
+    "profile, words",
+    [
+        ({"kind": "circle", "window_points": 16}, ["profile.window_points", "point method"]),
+        ({"kind": "fourier", "n_points": 72, "window_points": 3}, ["profile.window_points = 3", "[5, "]),
+        ({"kind": "fourier", "n_points": 72, "window_points": 100}, ["profile.window_points = 100"]),
+    ],
+)
 def test_window_spec_errors(profile, words):
     with pytest.raises(specmod.SpecError) as ei:
         sweep.plan(specmod.load({"profile": profile, "integrator": {"t_end_s": 1e-4}}))

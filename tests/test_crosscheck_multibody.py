@@ -25,8 +25,15 @@ def _big_end(p):
 
 
 # The rod–slider revolute is replaced by the clearance force element (it cuts the loop).
-SYSTEM = mb.System(3, (mb.revolute(0, _pivot, -1, (0.0, 0.0)), mb.revolute(0, _pin, 1, _big_end),
-                       mb.translational(2), mb.driver(0, "omega")))
+SYSTEM = mb.System(
+    3,
+    (
+        mb.revolute(0, _pivot, -1, (0.0, 0.0)),
+        mb.revolute(0, _pin, 1, _big_end),
+        mb.translational(2),
+        mb.driver(0, "omega"),
+    ),
+)
 JC = joints.JointConfig(normal_law="hertz", friction="ambrosio")
 
 
@@ -42,6 +49,7 @@ def _applied(jp):
         a = jnp.array([[jnp.cos(phi), jnp.sin(phi)], [-jnp.sin(phi), jnp.cos(phi)]])
         s_rod = a @ (jf.p_j[0] - r_rod)
         return mb.point_force(q, 1, s_rod, f) + mb.point_force(q, 2, jnp.zeros(2), -f)
+
     return applied
 
 
@@ -50,8 +58,9 @@ def test_relative_coordinates_match_cartesian_multibody():
     c = 0.5e-3
     p_sc = sc.benchmark_params(clearance=c, normal_law="hertz")
     dt, n = 1e-6, 450  # through the first impact (t ≈ 0.23 ms)
-    cfg = sc.Config(dt=dt, n_saves=n, save_every=1, scheme="rk4", joint=JC,
-                    outputs=("contact_force_N", "slider_position_m"))
+    cfg = sc.Config(
+        dt=dt, n_saves=n, save_every=1, scheme="rk4", joint=JC, outputs=("contact_force_N", "slider_position_m")
+    )
     r_fast = jax.jit(lambda p: sc.simulate(cfg, p))(p_sc)
 
     params = mb.make_params((0.30, 0.21, 0.14), (1e-5, 2.5e-4, 1e-4), alpha=1000.0, beta=1000.0, omega=w)
@@ -71,8 +80,7 @@ def test_relative_coordinates_match_cartesian_multibody():
     _, ys = jax.jit(lambda y: jax.lax.scan(step, y, jnp.arange(n)))(jnp.concatenate([q0, qd0]))
     x_cart = np.asarray(ys[:, 6])
     # Contact force along the Cartesian path, from the same force element.
-    f_cart = np.asarray(jax.vmap(lambda y: jnp.linalg.norm(
-        _applied(p_sc.joint)(y[:9], y[9:], 0.0, params)[6:8]))(ys))
+    f_cart = np.asarray(jax.vmap(lambda y: jnp.linalg.norm(_applied(p_sc.joint)(y[:9], y[9:], 0.0, params)[6:8]))(ys))
     x_fast = np.asarray(r_fast.history["slider_position_m"])
     f_fast = np.asarray(r_fast.history["contact_force_N"][:, 0])
     # The fast model's outputs are at step starts (RK4), like ys.

@@ -28,13 +28,18 @@ def test_penetration_matches_brute_force_on_random_poses():
     rng = np.random.default_rng(0)
     # sphere directions (Fibonacci) and rim angles
     k = np.arange(40000) + 0.5
-    phi, cth = np.pi * (1 + 5 ** 0.5) * k, 1 - 2 * k / k.size
-    sph = np.stack([np.cos(phi) * np.sqrt(1 - cth ** 2), np.sin(phi) * np.sqrt(1 - cth ** 2), cth], -1)
+    phi, cth = np.pi * (1 + 5**0.5) * k, 1 - 2 * k / k.size
+    sph = np.stack([np.cos(phi) * np.sqrt(1 - cth**2), np.sin(phi) * np.sqrt(1 - cth**2), cth], -1)
     ang = np.linspace(0, 2 * np.pi, 20000, endpoint=False)
     for trial in range(12):
         ax = np.asarray(cj.misaligned_axis(*rng.uniform(-0.05, 0.05, 2)))
-        p = cj.reference_params(axis_a=ax, centre_a=rng.normal(size=3) * 1e-3, centre_b=rng.normal(size=3) * 1e-3,
-                                clearance=rng.uniform(20e-6, 200e-6), face_smoothing=0.0)
+        p = cj.reference_params(
+            axis_a=ax,
+            centre_a=rng.normal(size=3) * 1e-3,
+            centre_b=rng.normal(size=3) * 1e-3,
+            clearance=rng.uniform(20e-6, 200e-6),
+            face_smoothing=0.0,
+        )
         qa = _rot(rng)
         Ra = np.asarray(r3.quat_to_matrix(qa))
         xa = rng.normal(size=3) * 1e-2
@@ -43,8 +48,9 @@ def test_penetration_matches_brute_force_on_random_poses():
         tilt = rng.uniform(0, 0.01) * rng.normal(size=3)
         Rb = np.asarray(r3.quat_to_matrix(r3.quat_exp(jnp.asarray(tilt)))) @ _frame_with_z(a)
         xb = ca + rng.normal(size=3) * float(p.clearance) - Rb @ np.asarray(p.centre_b)
-        kin = cj.Kinematics(jnp.asarray(xa), jnp.asarray(Ra), *[jnp.zeros(3)] * 2, jnp.asarray(xb), jnp.asarray(Rb),
-                            *[jnp.zeros(3)] * 2)
+        kin = cj.Kinematics(
+            jnp.asarray(xa), jnp.asarray(Ra), *[jnp.zeros(3)] * 2, jnp.asarray(xb), jnp.asarray(Rb), *[jnp.zeros(3)] * 2
+        )
         depth = np.asarray(cj.geometry(p, kin)[0])
         b, cb = Rb @ np.asarray(p.axis_b), xb + Rb @ np.asarray(p.centre_b)
         R_B, L, g = float(p.pin_radius), float(p.length), float(p.axial_gap)
@@ -54,14 +60,16 @@ def test_penetration_matches_brute_force_on_random_poses():
             r_of = lambda dirs: np.linalg.norm((E + R_B * dirs - ca) - np.outer((E + R_B * dirs - ca) @ a, a), axis=1)
             u = sph[np.argmax(r_of(sph))]  # coarse best direction, then two finer grids around it
             for half_width in (0.2, 0.003):  # wide: the maximum is flat along the hole's circle
-                t1 = np.cross(u, [0.3, 0.5, 0.8]); t1 /= np.linalg.norm(t1)
+                t1 = np.cross(u, [0.3, 0.5, 0.8])
+                t1 /= np.linalg.norm(t1)
                 t2 = np.cross(u, t1)
                 gx, gy = np.meshgrid(*2 * [np.linspace(-half_width, half_width, 301)])
                 fine = u + gx.reshape(-1, 1) * t1 + gy.reshape(-1, 1) * t2
                 fine /= np.linalg.norm(fine, axis=1, keepdims=True)
                 u = fine[np.argmax(r_of(fine))]
             assert abs(depth[j] - (r_of(fine).max() - R_A)) < 2e-10, (trial, j)
-            e1 = np.cross(b, [1.0, 0, 0]); e1 /= np.linalg.norm(e1)
+            e1 = np.cross(b, [1.0, 0, 0])
+            e1 /= np.linalg.norm(e1)
             e2 = np.cross(b, e1)
             rim = E + R_B * (np.outer(np.cos(ang), e1) + np.outer(np.sin(ang), e2))
             reach = s * ((rim - ca) @ a)
@@ -70,12 +78,14 @@ def test_penetration_matches_brute_force_on_random_poses():
 
 def _frame_with_z(a):
     """A rotation matrix whose third column is a."""
-    e1 = np.cross(a, [0.0, 1.0, 0.0]); e1 /= np.linalg.norm(e1)
+    e1 = np.cross(a, [0.0, 1.0, 0.0])
+    e1 /= np.linalg.norm(e1)
     return np.stack([e1, np.cross(a, e1), a], axis=1)
 
 
-def _pin_run(cfg, p, x0, w0, v0, dt, n, quat0=(1.0, 0, 0, 0), external=None, reduce=None, acc0=None, save=None,
-             save_every=1):
+def _pin_run(
+    cfg, p, x0, w0, v0, dt, n, quat0=(1.0, 0, 0, 0), external=None, reduce=None, acc0=None, save=None, save_every=1
+):
     loads = cj.fixed_housing_loads(cfg, lambda pp: pp, external)
     step = r3.make_step("verlet_predicted", MASS, INERTIA, loads, dt)
     q0 = r3.Pose(jnp.asarray([x0], float), jnp.asarray([quat0], float))
@@ -99,16 +109,18 @@ def test_frictionless_elastic_impacts_conserve_energy():
         q0 = r3.Pose(jnp.zeros((1, 3)), jnp.array([[1.0, 0, 0, 0]]))
         v0 = r3.Twist(jnp.array([[0.3, 0.1, 0.05]]), jnp.array([[30.0, -20.0, 300.0]]))
         E0 = r3.kinetic_energy(MASS, INERTIA, v0)
-        s0 = r3.initial_state(r3.make_accel(MASS, INERTIA, cj.fixed_housing_loads(cfg, lambda pp: pp)), p, q0, v0,
-                              cj.initial_memory(cfg))
+        s0 = r3.initial_state(
+            r3.make_accel(MASS, INERTIA, cj.fixed_housing_loads(cfg, lambda pp: pp)), p, q0, v0, cj.initial_memory(cfg)
+        )
 
         def step_e(pp, s, i):  # the step's output: (joint force, energy after the step)
             s1, o = step(pp, s, i)
             return s1, (o[0], r3.kinetic_energy(MASS, INERTIA, s1.v) + jnp.sum(K / 2.5 * o[0].depth ** 2.5))
 
         red = lambda acc, o, i: (acc[0] + o[0].new_impacts, jnp.maximum(acc[1], jnp.abs(o[1] / E0 - 1)))
-        s, (imp, err), _ = jax.jit(lambda: r3.run(step_e, p, s0, n, reduce=red,
-                                                   acc0=(jnp.zeros((), jnp.int32), jnp.zeros(()))))()
+        s, (imp, err), _ = jax.jit(
+            lambda: r3.run(step_e, p, s0, n, reduce=red, acc0=(jnp.zeros((), jnp.int32), jnp.zeros(())))
+        )()
         Lz0 = r3.angular_momentum(MASS, INERTIA, s0.q, s0.v)[2]
         Lz1 = r3.angular_momentum(MASS, INERTIA, s.q, s.v)[2]
         out.append((float(err), float(Lz1 / Lz0 - 1), int(imp)))
@@ -118,8 +130,10 @@ def test_frictionless_elastic_impacts_conserve_energy():
     assert abs(l1) < 1e-6 and abs(l2) < 1e-6, (l1, l2)
 
 
-@pytest.mark.parametrize("law,e,tol", [("flores", 0.9, 0.015), ("hu_guo", 0.7, 0.02), ("gonthier", 0.5, 0.04),
-                                       ("lankarani_nikravesh", 0.95, 0.015)])
+@pytest.mark.parametrize(
+    "law,e,tol",
+    [("flores", 0.9, 0.015), ("hu_guo", 0.7, 0.02), ("gonthier", 0.5, 0.04), ("lankarani_nikravesh", 0.95, 0.015)],
+)
 def test_hysteresis_laws_give_their_restitution(law, e, tol):
     """A parallel pin hitting the wall with both ends leaves it at e times its impact speed
     (to the accuracy tests/test_laws.py measures for each law in a single impact)."""
@@ -160,11 +174,22 @@ def test_parallel_pin_reproduces_the_planar_clearance_joint():
     cfg3 = cj.Config("lankarani_nikravesh", "coulomb", True, impact_velocity="onset")
     dt, n = 5e-7, 2000
     save = lambda o: o[0].force_b
-    (s3, _, f3), _ = jax.jit(lambda: _pin_run(cfg3, p3, (0, 0, 0), (0, 0, 200.0), (0.25, 0.1, 0.0), dt, n,
-                                              save=save, save_every=10))()
+    (s3, _, f3), _ = jax.jit(
+        lambda: _pin_run(cfg3, p3, (0, 0, 0), (0, 0, 200.0), (0.25, 0.1, 0.0), dt, n, save=save, save_every=10)
+    )()
     jcfg = joints.JointConfig("circle", normal_law="lankarani_nikravesh", friction="coulomb")
-    jp = joints.JointParams(p3.pin_radius, p3.clearance, jnp.zeros((1, 2)), 2 * p3.stiffness, p3.exponent,
-                            p3.restitution, p3.damping, p3.friction_coefficient, p3.v0, p3.v1)
+    jp = joints.JointParams(
+        p3.pin_radius,
+        p3.clearance,
+        jnp.zeros((1, 2)),
+        2 * p3.stiffness,
+        p3.exponent,
+        p3.restitution,
+        p3.damping,
+        p3.friction_coefficient,
+        p3.v0,
+        p3.v1,
+    )
     m, Iz = float(MASS[0]), float(INERTIA[0, 2])
 
     def accel(pp, q, v, mem, t):
@@ -176,8 +201,18 @@ def test_parallel_pin_reproduces_the_planar_clearance_joint():
     step = integrate.make_step("verlet_predicted", accel, None, dt)
     q0, v0 = jnp.zeros(3), jnp.array([0.25, 0.1, 200.0])
     a0, _, _ = accel(None, q0, v0, joints.initial_memory(jcfg), 0.0)
-    s2, _, f2 = jax.jit(lambda: integrate.simulate(step, None, integrate.State(q0, v0, a0, joints.initial_memory(jcfg)),
-                                                   jnp.zeros(()), lambda a, o, i: a, n // 10, 10, save=lambda o: o))()
+    s2, _, f2 = jax.jit(
+        lambda: integrate.simulate(
+            step,
+            None,
+            integrate.State(q0, v0, a0, joints.initial_memory(jcfg)),
+            jnp.zeros(()),
+            lambda a, o, i: a,
+            n // 10,
+            10,
+            save=lambda o: o,
+        )
+    )()
     assert float(jnp.max(jnp.linalg.norm(f2, axis=-1))) > 100.0  # impacts happened
     np.testing.assert_allclose(np.asarray(f3[:, :2]), np.asarray(f2), atol=1e-6 * float(jnp.max(jnp.abs(f2))))
     np.testing.assert_allclose(np.asarray(s3.q.x[0, :2]), np.asarray(s2.q[:2]), atol=1e-11)
@@ -214,11 +249,20 @@ def _smooth_peak_run(clearance, misalign, n=200, dt=1e-6):
 
     def red(acc, o, i):
         f = o[0]
-        return metrics.update(acc, f.normal_force, jnp.zeros(()), f.active, f.started.astype(jnp.int32),
-                              f.active.astype(jnp.int32), jnp.ones((), bool), 10)
+        return metrics.update(
+            acc,
+            f.normal_force,
+            jnp.zeros(()),
+            f.active,
+            f.started.astype(jnp.int32),
+            f.active.astype(jnp.int32),
+            jnp.ones((), bool),
+            10,
+        )
 
-    (s, acc, _), _ = _pin_run(cfg, p, (30e-6, 0, 0), (0, 0, 50.0), (0.2, 0.05, 0.0), dt, n, reduce=red,
-                              acc0=metrics.init(4))
+    (s, acc, _), _ = _pin_run(
+        cfg, p, (30e-6, 0, 0), (0, 0, 50.0), (0.2, 0.05, 0.0), dt, n, reduce=red, acc0=metrics.init(4)
+    )
     u = metrics.unpack(acc)
     return metrics.smooth_peak(u.lse_force, u.steps), jnp.max(u.peak_force)
 

@@ -24,8 +24,15 @@ SMALL = {
 
 def test_progress_moves_within_a_chunk_and_stages_come_in_order(tmp_path):
     calls, stages = [], []
-    table, summary, _ = sweep.run(SMALL, out=tmp_path / "r", log=None, ticks=True, compile_cache=False,
-                                  progress=calls.append, stage=lambda n, **i: stages.append((n, i)))
+    table, summary, _ = sweep.run(
+        SMALL,
+        out=tmp_path / "r",
+        log=None,
+        ticks=True,
+        compile_cache=False,
+        progress=calls.append,
+        stage=lambda n, **i: stages.append((n, i)),
+    )
     names = [n for n, _ in stages]
     assert names == ["compiling", "running", "plotting", "done"]
     assert stages[1][1]["compile_s"] == pytest.approx(summary["compile_s"])
@@ -49,8 +56,9 @@ def test_rerun_of_a_finished_directory_keeps_the_computing_runs_figures(tmp_path
 
 
 def _cli(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "jaxclear.cli", *args], capture_output=True, text=True,
-                          cwd=ROOT, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "jaxclear.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout
+    )
 
 
 def test_version_and_every_subcommand_help_has_an_example_and_documented_options():
@@ -58,12 +66,14 @@ def test_version_and_every_subcommand_help_has_an_example_and_documented_options
     assert r.returncode == 0 and r.stdout.strip() == f"jaxclear {jaxclear.__version__}"
     from jaxclear import cli
     import argparse
+
     ap_calls = {}
     orig = argparse.ArgumentParser.parse_args
 
     def grab(self, argv=None, namespace=None):  # capture the parser main() builds
         ap_calls["p"] = self
         raise SystemExit(0)
+
     argparse.ArgumentParser.parse_args = grab
     try:
         with pytest.raises(SystemExit):
@@ -71,8 +81,18 @@ def test_version_and_every_subcommand_help_has_an_example_and_documented_options
     finally:
         argparse.ArgumentParser.parse_args = orig
     sub = next(a for a in ap_calls["p"]._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(sub.choices) >= {"plan", "run", "show", "export", "serve", "submit", "status", "cancel",
-                                "sensitivity", "identify"}
+    assert set(sub.choices) >= {
+        "plan",
+        "run",
+        "show",
+        "export",
+        "serve",
+        "submit",
+        "status",
+        "cancel",
+        "sensitivity",
+        "identify",
+    }
     for name, p in sub.choices.items():
         assert "example:" in (p.epilog or "") and f"jaxclear {name}" in p.epilog, name
         for a in p._actions:
@@ -83,8 +103,10 @@ def test_version_and_every_subcommand_help_has_an_example_and_documented_options
 @pytest.mark.slow
 def test_cli_uses_the_requested_cpu_devices(tmp_path):
     spec = tmp_path / "s.toml"
-    spec.write_text('[sweep]\nname = "cores"\n[integrator]\ndt_s = 2e-6\nt_end_s = 5e-4\nchunk_size = 3\n'
-                    '[outputs]\nplots = false\n[axes]\n"joint.clearance_m" = { values = [5e-4, 1e-4, 2e-5] }\n')
+    spec.write_text(
+        '[sweep]\nname = "cores"\n[integrator]\ndt_s = 2e-6\nt_end_s = 5e-4\nchunk_size = 3\n'
+        '[outputs]\nplots = false\n[axes]\n"joint.clearance_m" = { values = [5e-4, 1e-4, 2e-5] }\n'
+    )
     r = _cli("run", str(spec), "--out", str(tmp_path / "o"), "--cpu-devices", "3", "--quiet")
     assert r.returncode == 0, r.stderr
     s = json.loads((tmp_path / "o" / "summary.json").read_text())
@@ -101,6 +123,7 @@ def test_flores_warns_deep_penetration_for_the_smallest_clearance_only(tmp_path)
     # Flores et al. 2008 as shipped (two revolutions, c = 0.5, 0.25, 0.1, 0.02 mm): the steady window
     # is the last revolution, and only c = 0.02 mm goes deeper than PENETRATION_WARN_FRACTION·c
     from jaxclear import metrics
+
     out = tmp_path / "flores"
     table, summary, _ = sweep.run(FLORES, out=out, overrides=("outputs.plots=false",), log=None)
     frac = table["max_penetration_fraction"]
@@ -119,8 +142,7 @@ def test_short_run_warns_that_the_steady_window_is_the_whole_run_in_the_cli_log(
     # t_end = 2 ms at 5000 rpm (a revolution takes 12 ms): the window of the last revolution
     # would start before t = 0, so the *_steady columns are the whole-run ones
     out = tmp_path / "short"
-    r = _cli("run", str(FLORES), "--out", str(out), "--set", "integrator.t_end_s=0.002",
-             "--set", "outputs.plots=false")
+    r = _cli("run", str(FLORES), "--out", str(out), "--set", "integrator.t_end_s=0.002", "--set", "outputs.plots=false")
     assert r.returncode == 0, r.stderr
     lines = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: steady window = the whole run")]
     assert len(lines) == 1 and "in 4 of 4 variants: 0 (clearance_m = 0.0005); 1 (" in lines[0], r.stderr
@@ -141,8 +163,11 @@ def test_short_run_warns_that_the_steady_window_is_the_whole_run_in_the_cli_log(
 
 def test_max_penetration_is_the_maximum_over_every_step(tmp_path):
     # every step saved: the accumulator's running maximum equals the saved channel's maximum
-    spec = dict(SMALL, integrator=dict(SMALL["integrator"], save_every=1),
-                outputs={"plots": False, "histories": ["penetration_m"]})
+    spec = dict(
+        SMALL,
+        integrator=dict(SMALL["integrator"], save_every=1),
+        outputs={"plots": False, "histories": ["penetration_m"]},
+    )
     table, _, hists = sweep.run(spec, log=None)
     exact = hists["penetration_m"].max(axis=(1, 2))
     assert np.all(exact > 0)
@@ -151,11 +176,16 @@ def test_max_penetration_is_the_maximum_over_every_step(tmp_path):
 
 def test_table_warnings_threshold_cap_and_non_finite():
     from jaxclear import metrics
+
     n = 25
     frac = np.full(n, 0.2)
     frac[[4, 7]] = [metrics.PENETRATION_WARN_FRACTION, np.nextafter(metrics.PENETRATION_WARN_FRACTION, 1.0)]
-    table = {"clearance_m": np.linspace(1e-5, 1e-4, n), "steady_window_fraction": np.ones(n),
-             "max_penetration_fraction": frac, "finite": np.arange(n) != 9}
+    table = {
+        "clearance_m": np.linspace(1e-5, 1e-4, n),
+        "steady_window_fraction": np.ones(n),
+        "max_penetration_fraction": frac,
+        "finite": np.arange(n) != 9,
+    }
     ws = {w["code"]: w for w in metrics.table_warnings(table, ["clearance_m"])}
     assert list(ws) == ["non_finite", "steady_window_is_whole_run", "deep_penetration"]
     assert ws["deep_penetration"]["variants"] == [7]  # exactly 0.5·c is not above it
@@ -176,12 +206,14 @@ def test_a_spec_error_is_reported_before_the_heavy_imports(tmp_path):
     # plots (matplotlib), the service and the cluster engine load only when a run needs them.
     bad = tmp_path / "bad.toml"
     bad.write_text("[joint]\nclearance_m = -1\n")
-    code = ("import sys\nfrom jaxclear import cli\n"
-            f"try:\n    rc = cli.main(['run', {str(bad)!r}, '--out', {str(tmp_path / 'out')!r}])\n"
-            "except SystemExit as e:\n    rc = e.code\n"
-            "print('exit', rc)\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'zarr', 'matplotlib', 'dask', 'xarray'}),"
-            " sorted(m for m in sys.modules if m in ('jaxclear.service', 'jaxclear.plots', 'jaxclear.cluster')))\n")
+    code = (
+        "import sys\nfrom jaxclear import cli\n"
+        f"try:\n    rc = cli.main(['run', {str(bad)!r}, '--out', {str(tmp_path / 'out')!r}])\n"
+        "except SystemExit as e:\n    rc = e.code\n"
+        "print('exit', rc)\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'zarr', 'matplotlib', 'dask', 'xarray'}),"
+        " sorted(m for m in sys.modules if m in ('jaxclear.service', 'jaxclear.plots', 'jaxclear.cluster')))\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert "joint.clearance_m = -1" in r.stderr, r.stderr
     assert r.stdout.splitlines()[-2:] == ["exit 2", "[] []"], r.stdout

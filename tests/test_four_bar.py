@@ -33,9 +33,12 @@ def test_amplification_vanishes_as_the_clearance_closes():
     # the last crank revolution fall towards 0 as c -> 0 (measured DE_F = 6.3, 0.61, 0.002 and
     # DE_α = 8.6, 0.90, 0.012 at c = 100, 5, 1 µm).  A sudden start at full speed rings the
     # contact instead (no convergence within a few ms), hence the full ramp.
-    sp = {"model": {"mechanism": "four_bar"}, "sweep": {"name": "fb_limit"},
-          "outputs": {"plots": False, "histories": []},
-          "axes": {"joint.clearance_m": {"values": [1e-4, 5e-6, 1e-6]}}}
+    sp = {
+        "model": {"mechanism": "four_bar"},
+        "sweep": {"name": "fb_limit"},
+        "outputs": {"plots": False, "histories": []},
+        "axes": {"joint.clearance_m": {"values": [1e-4, 5e-6, 1e-6]}},
+    }
     table, _, _ = sweep.run(sp, log=None, compile_cache=False)
     for col in ("daf_contact_force_steady", "daf_follower_angular_acceleration_steady"):
         de = table[col]
@@ -53,17 +56,25 @@ def test_crank_at_rest_settles_on_the_static_reaction(joint):
     # joints carry different static loads (0.86, 1.02, 2.39 N), so a force routed to the wrong
     # body or point fails.
     names = fb.JOINTS[joint]
-    p = fb.benchmark_params(clearance=1e-5, crank_speed=0.0, ramp_time=0.0, restitution=0.3,
-                            friction_coefficient=0.3)
+    p = fb.benchmark_params(clearance=1e-5, crank_speed=0.0, ramp_time=0.0, restitution=0.3, friction_coefficient=0.3)
     p = p._replace(joint=_clearance.stacked(p.joint, len(names)))
-    cfg = fb.Config(clearance_joint=joint, dt=1e-6, n_saves=30, save_every=1000, outputs=("contact_force_N",),
-                    joint=joints.JointConfig(friction="ambrosio"))
+    cfg = fb.Config(
+        clearance_joint=joint,
+        dt=1e-6,
+        n_saves=30,
+        save_every=1000,
+        outputs=("contact_force_N",),
+        joint=joints.JointConfig(friction="ambrosio"),
+    )
     r = jax.jit(lambda pp: fb.simulate(cfg, pp))(p)
     ide = fb.ideal(p, 0.0)
     for i, name in enumerate(names):
         static = float(ide[f"reaction_{name}"][0])
-        others = [float(ide[f"reaction_{j}"][0]) for j in ("coupler_follower", "crank_coupler", "follower_ground")
-                  if j != name]
+        others = [
+            float(ide[f"reaction_{j}"][0])
+            for j in ("coupler_follower", "crank_coupler", "follower_ground")
+            if j != name
+        ]
         assert min(abs(o / static - 1) for o in others) > 0.1
         f = np.asarray(r.history["contact_force_N"][:, i])
         assert 0.5 < static < 5.0  # link weights ~ 1.5 N + 1.8 N shared between the pivots
@@ -92,12 +103,14 @@ def test_hanging_chain_under_the_ideal_reaction_moves_as_the_ideal_loop(joint):
         r = jnp.stack([ide[f"reaction_{joint}_x"][i], ide[f"reaction_{joint}_y"][i]])
         if joint == "crank_coupler":  # O₄ → follower → coupler, R_B at B on the coupler
             q1, q2 = c * cross(up, r), cross(k["B"] - k["C"], r)
-            psidd, phidd = fb._chain2(g, jnp.zeros(2), up, k["psi_dot"], c, c / 2, m3, j3,
-                                      -uf, k["phi_dot"], b / 2, m2, j2, q1, q2)
+            psidd, phidd = fb._chain2(
+                g, jnp.zeros(2), up, k["psi_dot"], c, c / 2, m3, j3, -uf, k["phi_dot"], b / 2, m2, j2, q1, q2
+            )
         else:  # B → coupler → follower, R_O4 at O₄ on the follower
             q1, q2 = b * cross(uf, r), cross(jnp.asarray([0.12, 0.0]) - k["C"], r)
-            phidd, psidd = fb._chain2(g, k["a_B"], uf, k["phi_dot"], b, b / 2, m2, j2,
-                                      -up, k["psi_dot"], c / 2, m3, j3, q1, q2)
+            phidd, psidd = fb._chain2(
+                g, k["a_B"], uf, k["phi_dot"], b, b / 2, m2, j2, -up, k["psi_dot"], c / 2, m3, j3, q1, q2
+            )
         assert abs(float(psidd - k["psi_ddot"])) < 1e-9 * scale, (joint, float(t))
         assert abs(float(phidd - k["phi_ddot"])) < 1e-9 * scale, (joint, float(t))
 
@@ -108,13 +121,23 @@ def cross(a, b):
 
 @pytest.mark.slow
 def test_four_bar_spec_runs_through_the_sweep(tmp_path):
-    sp = {"model": {"mechanism": "four_bar", "ramp_time_s": 0.0}, "sweep": {"name": "fb_tiny"},
-          "integrator": {"t_end_s": 2e-3, "save_every": 20}, "outputs": {"plots": True, "plot_variants": 2},
-          "axes": {"joint.clearance_m": {"values": [0.5e-3, 0.1e-3]}}}
+    sp = {
+        "model": {"mechanism": "four_bar", "ramp_time_s": 0.0},
+        "sweep": {"name": "fb_tiny"},
+        "integrator": {"t_end_s": 2e-3, "save_every": 20},
+        "outputs": {"plots": True, "plot_variants": 2},
+        "axes": {"joint.clearance_m": {"values": [0.5e-3, 0.1e-3]}},
+    }
     table, summary, hists = sweep.run(sp, out=tmp_path / "fb", log=None, compile_cache=False)
     assert summary["mechanism"] == "four_bar" and summary["clearance_joint"] == "coupler_follower"
-    for col in ("peak_follower_angular_acceleration_rad_per_s2", "daf_follower_angular_acceleration_steady",
-                "ideal_peak_reaction_N", "daf_contact_force", "free_flight_fraction", "continuous_contact_fraction"):
+    for col in (
+        "peak_follower_angular_acceleration_rad_per_s2",
+        "daf_follower_angular_acceleration_steady",
+        "ideal_peak_reaction_N",
+        "daf_contact_force",
+        "free_flight_fraction",
+        "continuous_contact_fraction",
+    ):
         assert col in table and np.all(np.isfinite(table[col])), col
     assert np.all(table["finite"])
     assert hists["journal_x_m"].shape == (2, 100, 1)
@@ -125,10 +148,13 @@ def test_four_bar_spec_runs_through_the_sweep(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("joint", ["follower_ground", "coupler_ends"])
 def test_four_bar_spec_with_clearance_at_other_joints(tmp_path, joint):
-    sp = {"model": {"mechanism": "four_bar", "clearance_joint": joint, "ramp_time_s": 0.0},
-          "sweep": {"name": "fb_ground"}, "integrator": {"t_end_s": 1e-3, "save_every": 20},
-          "outputs": {"plots": False, "histories": ["contact_force_N"]},
-          "axes": {"joint.clearance_m": {"values": [0.1e-3]}}}
+    sp = {
+        "model": {"mechanism": "four_bar", "clearance_joint": joint, "ramp_time_s": 0.0},
+        "sweep": {"name": "fb_ground"},
+        "integrator": {"t_end_s": 1e-3, "save_every": 20},
+        "outputs": {"plots": False, "histories": ["contact_force_N"]},
+        "axes": {"joint.clearance_m": {"values": [0.1e-3]}},
+    }
     table, summary, hists = sweep.run(sp, out=tmp_path / "fb", log=None, compile_cache=False)
     names = list(fb.JOINTS[joint])
     assert summary["clearance_joint"] == joint

@@ -12,10 +12,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_gpu_check_runs_without_zarr_at_tiny_size(tmp_path):
     out = tmp_path / "gpu_check.json"
-    code = ("import sys, runpy; sys.modules['zarr'] = None; "  # an import of zarr now fails
-            f"sys.argv = ['gpu_check.py', '--batch', '6', '--steps', '30', '--check', '3', '--repeats', '1', "
-            f"'--cases', 'sharded', '--json', {str(out)!r}]; "
-            f"runpy.run_path({str(ROOT / 'benchmarks' / 'gpu_check.py')!r}, run_name='__main__')")
+    code = (
+        "import sys, runpy; sys.modules['zarr'] = None; "  # an import of zarr now fails
+        f"sys.argv = ['gpu_check.py', '--batch', '6', '--steps', '30', '--check', '3', '--repeats', '1', "
+        f"'--cases', 'sharded', '--json', {str(out)!r}]; "
+        f"runpy.run_path({str(ROOT / 'benchmarks' / 'gpu_check.py')!r}, run_name='__main__')"
+    )
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]

@@ -19,9 +19,15 @@ def _spec(**identify):
         "joint": {"clearance_m": 0.2e-3},
         "integrator": {"dt_s": 1e-6, "t_end_s": 0.001, "save_every": 10},
         "outputs": {"histories": ["slider_acceleration_m_per_s2"]},
-        "identify": {"signal": "slider_acceleration_m_per_s2", "loss": "integral", "smooth_window": 1, "iterations": 40,
-                     "learning_rate": 0.2, "starts": 1,
-                     "parameters": {"joint.clearance_m": {"bounds": [0.05e-3, 0.6e-3]}}},
+        "identify": {
+            "signal": "slider_acceleration_m_per_s2",
+            "loss": "integral",
+            "smooth_window": 1,
+            "iterations": 40,
+            "learning_rate": 0.2,
+            "starts": 1,
+            "parameters": {"joint.clearance_m": {"bounds": [0.05e-3, 0.6e-3]}},
+        },
         "truth": {"joint.clearance_m": TRUE_C, "noise_relative": 0.05, "noise_seed": 3},
     }
     d["identify"].update(identify)
@@ -47,17 +53,22 @@ def test_csv_measurement_and_two_parameters(tmp_path):
     together by multi-start Adam (two starts under vmap)."""
     d = _spec(starts=2, iterations=50)
     truth = d.pop("truth")
-    prob = I.Problem(specmod.load({**d, "truth": truth}), ["joint.clearance_m", "laws.restitution"],
-                     "slider_acceleration_m_per_s2")
+    prob = I.Problem(
+        specmod.load({**d, "truth": truth}), ["joint.clearance_m", "laws.restitution"], "slider_acceleration_m_per_s2"
+    )
     y = np.asarray(prob.signal_of(jnp.asarray([TRUE_C, 0.8])))
     y = y + np.random.default_rng(0).normal(size=y.shape) * 0.03 * np.sqrt(np.mean(y * y))
     t_meas = np.linspace(0.0, 0.0011, 400)
     y_meas = np.interp(t_meas, prob.t, y)  # a different, finer grid than the model's
-    (tmp_path / "m.csv").write_text("time_s,slider_acceleration_m_per_s2\n" +
-                                    "".join(f"{a!r},{b!r}\n" for a, b in zip(t_meas.tolist(), y_meas.tolist())))
+    (tmp_path / "m.csv").write_text(
+        "time_s,slider_acceleration_m_per_s2\n"
+        + "".join(f"{a!r},{b!r}\n" for a, b in zip(t_meas.tolist(), y_meas.tolist()))
+    )
     d["measurement"] = {"path": str(tmp_path / "m.csv")}
-    d["identify"]["parameters"] = {"joint.clearance_m": {"initial": [0.18e-3, 0.32e-3], "bounds": [0.05e-3, 0.6e-3]},
-                                   "laws.restitution": {"initial": [0.6, 0.95], "bounds": [0.3, 0.99]}}
+    d["identify"]["parameters"] = {
+        "joint.clearance_m": {"initial": [0.18e-3, 0.32e-3], "bounds": [0.05e-3, 0.6e-3]},
+        "laws.restitution": {"initial": [0.6, 0.95], "bounds": [0.3, 0.99]},
+    }
     res = I.fit(specmod.load(d))
     assert len(res["starts"]) == 2
     c = res["parameters"]["joint.clearance_m"]["value"]
@@ -73,13 +84,19 @@ def test_bounds_reparametrisation_roundtrip_and_limits():
     assert float(I.to_bounded(jnp.asarray(1e3), lo, hi)) <= 1e-3
 
 
-@pytest.mark.parametrize("change,needle", [
-    ({"identify": {"parameters": {"joint.clearnce_m": {"bounds": [1e-5, 1e-3]}}}}, "joint.clearance_m"),
-    ({"identify": {"parameters": {"joint.clearance_m": {"bounds": [1e-5, 1e-3], "initial": 2e-3}}}}, "strictly inside"),
-    ({"identify": {"optimizer": "sgd"}}, "adam, lbfgs, lm"),
-    ({"identify": {"smooth_window": 0}}, "identify.smooth_window"),
-    ({"truth": {"joint.clearance_m": "big"}}, "truth.joint.clearance_m"),
-])
+@pytest.mark.parametrize(
+    "change,needle",
+    [
+        ({"identify": {"parameters": {"joint.clearnce_m": {"bounds": [1e-5, 1e-3]}}}}, "joint.clearance_m"),
+        (
+            {"identify": {"parameters": {"joint.clearance_m": {"bounds": [1e-5, 1e-3], "initial": 2e-3}}}},
+            "strictly inside",
+        ),
+        ({"identify": {"optimizer": "sgd"}}, "adam, lbfgs, lm"),
+        ({"identify": {"smooth_window": 0}}, "identify.smooth_window"),
+        ({"truth": {"joint.clearance_m": "big"}}, "truth.joint.clearance_m"),
+    ],
+)
 def test_bad_identify_input_names_the_key(change, needle):
     d = _spec()
     for sec, tab in change.items():
@@ -129,10 +146,25 @@ noise_relative = 0.05
     out = tmp_path / "o"
     assert cli.main(["identify", str(spec), "--out", str(out), "--quiet"]) == 0
     doc = json.loads((out / "identified.json").read_text())
-    assert {"parameters", "loss", "loss_kind", "optimizer", "iterations", "starts", "best_start",
-            "covariance", "signal", "source", "wall_s"} <= set(doc)
-    assert (doc["signal"], doc["loss_kind"], doc["optimizer"], doc["iterations"]) == \
-        ("slider_acceleration_m_per_s2", "integral", "lm", 5)
+    assert {
+        "parameters",
+        "loss",
+        "loss_kind",
+        "optimizer",
+        "iterations",
+        "starts",
+        "best_start",
+        "covariance",
+        "signal",
+        "source",
+        "wall_s",
+    } <= set(doc)
+    assert (doc["signal"], doc["loss_kind"], doc["optimizer"], doc["iterations"]) == (
+        "slider_acceleration_m_per_s2",
+        "integral",
+        "lm",
+        5,
+    )
     assert doc["source"]["truth"] == {"joint.clearance_m": TRUE_C}  # metres, as written
     assert doc["source"]["noise_std"] > 0  # 5 % of the signal RMS, in m/s²
     p = doc["parameters"]["joint.clearance_m"]
@@ -199,8 +231,9 @@ def test_recovers_clearance_and_two_wear_coefficients():
     ±30 % of the truth: screening + Levenberg–Marquardt recovers all three (c within 2 %,
     a2 and b2 within 5 % of their size)."""
     truth = {"joint.clearance_m": 0.25e-3, "profile.fourier_a2_m": 30e-6, "profile.fourier_b2_m": -20e-6}
-    spec = specmod.load("sweeps/identify_clearance.toml",
-                        ["identify.screen=256", "identify.starts=2", "identify.iterations=8"])
+    spec = specmod.load(
+        "sweeps/identify_clearance.toml", ["identify.screen=256", "identify.starts=2", "identify.iterations=8"]
+    )
     for k, v in truth.items():
         lo, hi = sorted((0.7 * v, 1.3 * v))
         spec["identify"]["parameters"][k]["initial"] = [lo, hi]

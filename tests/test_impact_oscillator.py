@@ -108,8 +108,17 @@ def test_coulomb_free_decay_matches_closed_form_and_converges():
     errs = []
     for n in (400, 800, 1600):
         cfg = io.Config.periods(steps_per_period=n, n_transient=0, n_record=4, save_every=n // 200)
-        r = run(cfg, force_amplitude=0.0, damping=0.0, x0=x0, gap_left=1.0, gap_right=1.0,
-                mu_static=mu0, mu_kinetic=mu, forcing_frequency=2 * np.pi)  # T = 1 s
+        r = run(
+            cfg,
+            force_amplitude=0.0,
+            damping=0.0,
+            x0=x0,
+            gap_left=1.0,
+            gap_right=1.0,
+            mu_static=mu0,
+            mu_kinetic=mu,
+            forcing_frequency=2 * np.pi,
+        )  # T = 1 s
         t = (np.arange(cfg.n_saves) + 1) * (cfg.save_every / n)
         ref, turns = _coulomb_decay(t, x0, k, m, mu * G, mu0 * G)
         x = np.asarray(r.history["displacement_m"])
@@ -131,8 +140,9 @@ def _energy(p, x, v):
 def test_conservative_impacts_conserve_energy_second_order():
     drifts = []
     for n in (1000, 4000):
-        cfg = io.Config.periods(steps_per_period=n, n_transient=0, n_record=3, save_every=n // 100,
-                        normal_law="hertz", friction="none")
+        cfg = io.Config.periods(
+            steps_per_period=n, n_transient=0, n_record=3, save_every=n // 100, normal_law="hertz", friction="none"
+        )
         kw = dict(force_amplitude=0.0, damping=0.0, v0=0.4, mu_static=0.0, mu_kinetic=0.0)
         r = run(cfg, **kw)
         p = io.reference_params(**kw)
@@ -183,7 +193,7 @@ def test_forced_motion_has_stick_phases_and_impacts():
     stuck = np.asarray(r.history["stuck"])
     v = np.asarray(r.history["velocity_m_per_s"])
     assert 0.05 < float(r.stuck_fraction) < 0.95 and int(r.stick_slip_transitions) >= 10
-    assert np.all(v[stuck == 1.0] == 0.0)          # held means ẋ = 0 exactly
+    assert np.all(v[stuck == 1.0] == 0.0)  # held means ẋ = 0 exactly
     ft = np.asarray(r.history["friction_force_N"])
     assert np.all(np.abs(ft[stuck == 1.0]) <= 0.25 * G + 1e-9)
     assert np.allclose(np.abs(ft[stuck == 0.0]), 0.18 * G)
@@ -208,16 +218,30 @@ def test_vmap_over_frequencies_equals_single_runs_and_float32():
 # through the sweep layer (registry)
 # ------------------------------------------------------------------------------------------
 def _spec(**axes):
-    return {"sweep": {"name": "osc"}, "model": {"mechanism": "impact_oscillator"},
-            "integrator": {"steps_per_period": 1000, "transient_periods": 40, "record_periods": 6,
-                           "save_every": 1000, "chunk_size": 2}, "axes": axes}
+    return {
+        "sweep": {"name": "osc"},
+        "model": {"mechanism": "impact_oscillator"},
+        "integrator": {
+            "steps_per_period": 1000,
+            "transient_periods": 40,
+            "record_periods": 6,
+            "save_every": 1000,
+            "chunk_size": 2,
+        },
+        "axes": axes,
+    }
 
 
 @pytest.mark.slow
 def test_spec_sweep_runs_and_poincare_columns(tmp_path):
     from jaxclear import sweep
-    table, summary, hists = sweep.run(_spec(**{"model.forcing_frequency_rad_per_s": {"values": [20.0, 75.0, 45.0]}}),
-                                      out=tmp_path / "o", log=None, compile_cache=False)
+
+    table, summary, hists = sweep.run(
+        _spec(**{"model.forcing_frequency_rad_per_s": {"values": [20.0, 75.0, 45.0]}}),
+        out=tmp_path / "o",
+        log=None,
+        compile_cache=False,
+    )
     assert summary["mechanism"] == "impact_oscillator" and summary["variants"] == 3
     assert hists["displacement_m"].shape == (3, 6)
     assert table["poincare_period"][1] == 1  # Ω = 75 rad/s: period-1 impacting orbit
@@ -229,6 +253,7 @@ def test_spec_sweep_runs_and_poincare_columns(tmp_path):
 
 def test_spec_bad_inputs_name_the_field():
     from jaxclear import spec as specmod, sweep
+
     with pytest.raises(specmod.SpecError, match="friction.kinetic_coefficient"):
         specmod.load({**_spec(), "friction": {"static_coefficient": 0.1, "kinetic_coefficient": 0.2}})
     with pytest.raises(specmod.SpecError, match="laws.normal = 'hertzz'"):

@@ -112,12 +112,15 @@ def test_verlet_predicted_is_the_leapfrog_for_velocity_independent_forces():
 def test_damped_stability_bound_is_the_edge_of_the_spectral_radius(scheme):
     """ẍ = −ω²x − 2ζωẋ (ω = 1): the step's 3×3 map on (x, v, a) has spectral radius ≤ 1 just
     under ``stability_bound`` and > 1 just over it, for ζ from 0 to 1."""
+
     def radius(h, z):
         accel = lambda p, q, v, aux, t: (-q - 2.0 * z * v, aux, None)
         step = integrate.make_step(scheme, accel, None, h)
+
         def f(x):
             s, _ = step(None, integrate.State(x[0], x[1], x[2], None), 0)
             return jnp.stack([s.q, s.v, s.a])
+
         return max(abs(np.linalg.eigvals(np.asarray(jax.jacfwd(f)(jnp.zeros(3))))))
 
     for z in (0.0, 0.065, 0.2, 0.5, 1.0):
@@ -129,5 +132,6 @@ def test_damped_stability_bound_is_the_edge_of_the_spectral_radius(scheme):
 def test_hysteresis_damping_ratio_of_lankarani_nikravesh():
     chi = laws.hysteresis_factor("lankarani_nikravesh", 0.9)
     assert float(integrate.hysteresis_damping_ratio(chi)) == pytest.approx(float(chi) / math.sqrt(4.8))
-    assert float(integrate.stability_bound("verlet_predicted", 1.0, 1.0,
-                                           integrate.hysteresis_damping_ratio(chi))) == pytest.approx(1.757, abs=1e-3)
+    assert float(
+        integrate.stability_bound("verlet_predicted", 1.0, 1.0, integrate.hysteresis_damping_ratio(chi))
+    ) == pytest.approx(1.757, abs=1e-3)

@@ -28,8 +28,7 @@ def test_internal_cylinder_stiffness_value():
 
 
 def test_stiffness_grows_as_clearance_closes():
-    Ks = [float(laws.internal_cylinder_stiffness(R_J, R_J + c, *STEEL, *STEEL))
-          for c in (1e-3, 1e-4, 1e-5)]
+    Ks = [float(laws.internal_cylinder_stiffness(R_J, R_J + c, *STEEL, *STEEL)) for c in (1e-3, 1e-4, 1e-5)]
     assert Ks[0] < Ks[1] < Ks[2]
     # K ~ clearance^-1/2 for small clearance (R_B itself changes by < 1 %)
     assert Ks[2] / Ks[1] == pytest.approx(np.sqrt(10.0), rel=1e-2)
@@ -47,8 +46,9 @@ def _simulate_all(models, e):
     scan); returns (v_out / v_in, final position) with shapes (len(models),)."""
 
     def acc(x, v):
-        return jnp.stack([-laws.normal_force(m, x[i], v[i], V_IN, K_IMPACT, N_EXP, e) / M
-                          for i, m in enumerate(models)])
+        return jnp.stack(
+            [-laws.normal_force(m, x[i], v[i], V_IN, K_IMPACT, N_EXP, e) / M for i, m in enumerate(models)]
+        )
 
     def rk4(state, _):
         x, v = state
@@ -144,8 +144,10 @@ def test_normal_force_nonnegative_and_zero_outside():
 
     @jax.jit
     def all_laws(d, v, w):
-        return {m: jax.vmap(lambda a, b, c, m=m: laws.normal_force(
-            m, a, b, c, 1e9, 1.5, 0.6, damping=1e3))(d, v, w) for m in laws.NORMAL_LAWS}
+        return {
+            m: jax.vmap(lambda a, b, c, m=m: laws.normal_force(m, a, b, c, 1e9, 1.5, 0.6, damping=1e3))(d, v, w)
+            for m in laws.NORMAL_LAWS
+        }
 
     for model, f in all_laws(delta, ddot, vminus).items():
         f = np.asarray(f)
@@ -153,8 +155,9 @@ def test_normal_force_nonnegative_and_zero_outside():
         assert np.all(f[delta <= 0] == 0), model
         assert np.any(f > 0), model
     # separating fast enough -> dashpot beats spring -> clipped to 0, never adhesive
-    fast_out = jax.jit(lambda: jnp.stack([laws.normal_force(
-        m, 1e-5, -100.0, 0.1, 1e9, 1.5, 0.5) for m in laws.HYSTERESIS_MODELS]))()
+    fast_out = jax.jit(
+        lambda: jnp.stack([laws.normal_force(m, 1e-5, -100.0, 0.1, 1e9, 1.5, 0.5) for m in laws.HYSTERESIS_MODELS])
+    )()
     assert np.all(np.asarray(fast_out) == 0.0)
 
 
@@ -164,15 +167,14 @@ def test_normal_force_values():
     got = laws.normal_force("lankarani_nikravesh", d, v, w, K, 1.5, 0.8)
     assert float(got) == pytest.approx(K * d**1.5 * (1 + chi * v / w), rel=1e-12)
     assert float(laws.normal_force("hertz", d, v, w, K, 1.5)) == pytest.approx(K * d**1.5)
-    assert float(laws.normal_force("linear", d, v, w, 1e7, damping=50.0)) == pytest.approx(
-        1e7 * d + 50.0 * v)
+    assert float(laws.normal_force("linear", d, v, w, 1e7, damping=50.0)) == pytest.approx(1e7 * d + 50.0 * v)
     # a captured impact velocity of 0 uses the floor, and its sign does not matter
     f0 = laws.normal_force("flores", d, 1e-5, 0.0, K, 1.5, 0.5)
     chi_f = 8 * 0.5 / (5 * 0.5)
-    assert float(f0) == pytest.approx(
-        K * d**1.5 * (1 + chi_f * 1e-5 / laws.IMPACT_VELOCITY_FLOOR), rel=1e-12)
+    assert float(f0) == pytest.approx(K * d**1.5 * (1 + chi_f * 1e-5 / laws.IMPACT_VELOCITY_FLOOR), rel=1e-12)
     assert float(laws.normal_force("flores", d, v, -w, K, 1.5, 0.5)) == pytest.approx(
-        float(laws.normal_force("flores", d, v, w, K, 1.5, 0.5)))
+        float(laws.normal_force("flores", d, v, w, K, 1.5, 0.5))
+    )
 
 
 def test_normal_force_gradients_finite():
@@ -187,8 +189,7 @@ def test_normal_force_gradients_finite():
     def all_grads(d, v, w, K, e):
         out = {}
         for m in laws.NORMAL_LAWS:
-            f = lambda *a, m=m: laws.normal_force(m, a[0], a[1], a[2], a[3], 1.5, a[4],
-                                                  damping=1e3)
+            f = lambda *a, m=m: laws.normal_force(m, a[0], a[1], a[2], a[3], 1.5, a[4], damping=1e3)
             out[m] = jax.vmap(jax.grad(f, argnums=(0, 1, 2, 3, 4)))(d, v, w, K, e)
         return out
 
@@ -209,6 +210,7 @@ def test_static_exponent_equals_pow_with_its_derivatives(n):
     rounding, with the same first and second derivatives in δ, n and their mix; NaN where the
     traced exponent differs from the static one (a mismatch is never a silently wrong force)."""
     from jaxclear._math import pow_fast_path
+
     assert pow_fast_path(n) and not pow_fast_path(1.3) and not pow_fast_path(4.5)
     d = jnp.array([-1e-6, 0.0, 1e-9, 3e-6, 2e-4])
     law = lambda x, m, static: laws.normal_force("flores", x, 0.3, 0.5, 1e9, m, 0.8, static_exponent=static)
@@ -286,12 +288,14 @@ def test_line_laws_zero_and_finite_grad_outside_contact():
     @jax.jit
     @jax.vmap
     def run(d):
-        return jnp.stack([
-            laws.esdu78035_force(d, *LINE),
-            jax.grad(laws.esdu78035_force)(d, *LINE),
-            laws.liu_force(d, 10e-3, R_J, R_B, E_STAR),
-            jax.grad(laws.liu_force)(d, 10e-3, R_J, R_B, E_STAR),
-        ])
+        return jnp.stack(
+            [
+                laws.esdu78035_force(d, *LINE),
+                jax.grad(laws.esdu78035_force)(d, *LINE),
+                laws.liu_force(d, 10e-3, R_J, R_B, E_STAR),
+                jax.grad(laws.liu_force)(d, 10e-3, R_J, R_B, E_STAR),
+            ]
+        )
 
     assert np.all(np.asarray(run(jnp.array([0.0, -1e-6]))) == 0.0)
 
@@ -342,8 +346,7 @@ def test_friction_odd_bounded_and_finite_grad(model):
         assert all(np.isfinite(float(gi)) for gi in g(x, fn))
     if model != "none":
         # saturates to full Coulomb at high speed
-        assert float(laws.friction_force(model, 1.0, fn, mu)) == pytest.approx(-mu * fn,
-                                                                           rel=1e-9)
+        assert float(laws.friction_force(model, 1.0, fn, mu)) == pytest.approx(-mu * fn, rel=1e-9)
     # no friction without normal load (negative normal force is clipped)
     assert float(laws.friction_force(model, 1.0, -5.0, mu)) == 0.0
 
@@ -354,8 +357,7 @@ def test_ambrosio_piecewise_values():
     for v, cd in cases.items():
         got = float(laws.friction_force("ambrosio", v, fn, mu, v0, v1))
         assert got == pytest.approx(-mu * fn * cd, abs=1e-10), v
-        assert float(laws.friction_force("ambrosio", -v, fn, mu, v0, v1)) == pytest.approx(
-            mu * fn * cd, abs=1e-10)
+        assert float(laws.friction_force("ambrosio", -v, fn, mu, v0, v1)) == pytest.approx(mu * fn * cd, abs=1e-10)
 
 
 def test_threlfall_and_coulomb_slopes_at_zero():

@@ -27,21 +27,29 @@ def _short(raw, **over):
     return raw
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda r: r["links"]["rod"].update(points=["B", "D"]), "unknown point 'D'"),
-    (lambda r: r["links"]["rod"].update(points=["B", "B"]), "its two points are the same"),
-    (lambda r: r["joints"].pop("B"), "both end at point 'B' but no joint there joins them"),
-    (lambda r: (r["points"].update(D={"x_m": 0.3, "y_m": 0.0}, E={"x_m": 0.4, "y_m": 0.0}),
-                r["links"].update(extra={"points": ["D", "E"], "elements": 1})), "'extra' is connected to nothing"),
-    (lambda r: r["model"].update(crank=""), "model.crank"),
-    (lambda r: r["joints"]["O"].update(type="revolute", members=["crank", "rod"], point="O"), "joins"),
-    (lambda r: r["joints"]["C"].update(members=["rod"]), "journal, bearing"),
-    (lambda r: r["joints"]["C"].update(members=["rod", "piston"]), "'piston' is neither a link"),
-    (lambda r: r["bodies"]["slider"].update(point="Z"), "bodies.slider.point"),
-    (lambda r: r["model"].update(amplified="link:wheel"), "model.amplified"),
-    (lambda r: r["joints"]["O"].update(type="hinge"), "joints.O.type"),
-    (lambda r: r["joints"]["guide"].pop("direction_deg"), "a slider needs its guide direction"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda r: r["links"]["rod"].update(points=["B", "D"]), "unknown point 'D'"),
+        (lambda r: r["links"]["rod"].update(points=["B", "B"]), "its two points are the same"),
+        (lambda r: r["joints"].pop("B"), "both end at point 'B' but no joint there joins them"),
+        (
+            lambda r: (
+                r["points"].update(D={"x_m": 0.3, "y_m": 0.0}, E={"x_m": 0.4, "y_m": 0.0}),
+                r["links"].update(extra={"points": ["D", "E"], "elements": 1}),
+            ),
+            "'extra' is connected to nothing",
+        ),
+        (lambda r: r["model"].update(crank=""), "model.crank"),
+        (lambda r: r["joints"]["O"].update(type="revolute", members=["crank", "rod"], point="O"), "joins"),
+        (lambda r: r["joints"]["C"].update(members=["rod"]), "journal, bearing"),
+        (lambda r: r["joints"]["C"].update(members=["rod", "piston"]), "'piston' is neither a link"),
+        (lambda r: r["bodies"]["slider"].update(point="Z"), "bodies.slider.point"),
+        (lambda r: r["model"].update(amplified="link:wheel"), "model.amplified"),
+        (lambda r: r["joints"]["O"].update(type="hinge"), "joints.O.type"),
+        (lambda r: r["joints"]["guide"].pop("direction_deg"), "a slider needs its guide direction"),
+    ],
+)
 def test_bad_topology_gets_a_clear_error(edit, message):
     raw = copy.deepcopy(SC)
     edit(raw)
@@ -66,8 +74,11 @@ def test_a_step_above_the_critical_step_is_refused_with_the_bound():
 
 def test_every_float_is_sweepable_by_its_dotted_path():
     raw = _short(SC)
-    raw["axes"] = {"links.rod.youngs_modulus_Pa": {"values": [2.07e13, 2.07e11]},
-                   "joints.C.clearance_m": {"values": [0.25e-3, 0.5e-3]}, "points.B.y_m": {"values": [0.0]}}
+    raw["axes"] = {
+        "links.rod.youngs_modulus_Pa": {"values": [2.07e13, 2.07e11]},
+        "joints.C.clearance_m": {"values": [0.25e-3, 0.5e-3]},
+        "points.B.y_m": {"values": [0.0]},
+    }
     pl = sweep.plan(specmod.load(raw))
     assert pl.n_variants == 4
     assert "links.rod.youngs_modulus_Pa" in pl.paths and "joints.C.clearance_m" in pl.paths
@@ -81,11 +92,17 @@ def test_linkage_slider_crank_matches_the_hand_derived_one_and_a_batch_its_singl
     raw = _short(SC)
     raw["axes"] = {"joints.C.clearance_m": {"values": [0.25e-3, 0.5e-3]}}
     table, summary, _ = sweep.run(specmod.load(raw), log=lambda *a, **k: None)
-    hand = sweep.run(specmod.load({
-        "model": {"mechanism": "slider_crank", "crank_speed_rpm": 1000.0, "ramp_time_s": 0.005},
-        "integrator": {"dt_s": 1e-6, "t_end_s": 0.006, "steady_revolutions": 0.05},
-        "outputs": {"histories": [], "plots": False},
-        "axes": {"joint.clearance_m": {"values": [0.25e-3, 0.5e-3]}}}), log=lambda *a, **k: None)[0]
+    hand = sweep.run(
+        specmod.load(
+            {
+                "model": {"mechanism": "slider_crank", "crank_speed_rpm": 1000.0, "ramp_time_s": 0.005},
+                "integrator": {"dt_s": 1e-6, "t_end_s": 0.006, "steady_revolutions": 0.05},
+                "outputs": {"histories": [], "plots": False},
+                "axes": {"joint.clearance_m": {"values": [0.25e-3, 0.5e-3]}},
+            }
+        ),
+        log=lambda *a, **k: None,
+    )[0]
     ratio = np.asarray(table["peak_contact_force_N"]) / np.asarray(hand["peak_contact_force_N"])
     assert np.all(np.abs(ratio - 1.0) < 0.03), ratio
     # the batch of two equals each variant run alone
@@ -105,6 +122,7 @@ def test_gradients_of_the_smooth_peak_contact_force_match_finite_differences():
     # memory is captured at the first contact step, so wide steps straddle a jump of that step
     # (h = 3e-8 m gives a 9 % different quotient; h = 1e-9 m agrees with autodiff to 1e-5).
     from jaxclear import study
+
     raw = _short(SC, **{"integrator.t_end_s": 0.0016})
     raw["integrator"]["steady_revolutions"] = 0.01
     spec = specmod.load(raw)
@@ -129,7 +147,10 @@ def test_link_loads_are_columns_and_channels():
     raw["integrator"]["steady_revolutions"] = 0.01
     raw["outputs"]["histories"] = ["rod_bending_moment_N_m", "rod_axial_force_N"]
     table, _, hist = sweep.run(specmod.load(raw), log=lambda *a, **k: None)
-    for col, ch in (("peak_bending_moment_rod_N_m", "rod_bending_moment_N_m"), ("peak_axial_force_rod_N", "rod_axial_force_N")):
+    for col, ch in (
+        ("peak_bending_moment_rod_N_m", "rod_bending_moment_N_m"),
+        ("peak_axial_force_rod_N", "rod_axial_force_N"),
+    ):
         peak, saved = float(table[col][0]), float(np.max(hist[ch][0]))
         assert 0 < saved <= peak * (1 + 1e-12), (col, saved, peak)
 
@@ -147,13 +168,31 @@ def test_element_loads_of_a_loaded_linkage_at_rest_match_statics(crank_points):
     # +Q s at a distance s from B when the crank is declared B→O (elements numbered from the
     # first point, s and so the moment's sign turned round).
     P, Q, r, n = 100.0, 10.0, 0.05, 4
-    raw = _short(SC, **{"model.crank_speed_rpm": 1.0, "model.ramp_time_s": 1000.0, "model.exact_lumping": "false",
-                        "model.gravity_m_per_s2": 0.0, "model.damping_per_s": 2.0e4,
-                        "links.crank.elements": n, "links.crank.youngs_modulus_Pa": 2.07e11,
-                        "links.rod.youngs_modulus_Pa": 2.07e11, "points.B.force_y_N": -Q, "points.C.force_x_N": P,
-                        "integrator.t_end_s": 0.001, "integrator.dt_s": 3e-7, "integrator.save_every": 500})
+    raw = _short(
+        SC,
+        **{
+            "model.crank_speed_rpm": 1.0,
+            "model.ramp_time_s": 1000.0,
+            "model.exact_lumping": "false",
+            "model.gravity_m_per_s2": 0.0,
+            "model.damping_per_s": 2.0e4,
+            "links.crank.elements": n,
+            "links.crank.youngs_modulus_Pa": 2.07e11,
+            "links.rod.youngs_modulus_Pa": 2.07e11,
+            "points.B.force_y_N": -Q,
+            "points.C.force_x_N": P,
+            "integrator.t_end_s": 0.001,
+            "integrator.dt_s": 3e-7,
+            "integrator.save_every": 500,
+        },
+    )
     raw["links"]["crank"]["points"] = crank_points
-    per = {f"{link}_element_{k}_{q}": (link, k, q) for link in ("crank", "rod") for k in range(1, n + 1) for q in ELEMENT_LOADS}
+    per = {
+        f"{link}_element_{k}_{q}": (link, k, q)
+        for link in ("crank", "rod")
+        for k in range(1, n + 1)
+        for q in ELEMENT_LOADS
+    }
     whole = [f"{link}_{q}" for link in ("crank", "rod") for q in ("bending_moment_N_m", "axial_force_N")]
     raw["outputs"]["histories"] = list(per) + whole
     _, _, hist = sweep.run(specmod.load(raw), log=lambda *a, **k: None)
@@ -170,19 +209,30 @@ def test_element_loads_of_a_loaded_linkage_at_rest_match_statics(crank_points):
             assert abs(last[f"rod_element_{k}_bending_moment_{end}_N_m"]) < 1e-4 * Q * r, k
     # the per-link channels are the largest magnitudes over the elements, at every save
     for link in ("crank", "rod"):
-        h = {q: np.stack([np.asarray(hist[f"{link}_element_{k}_{q}"][0]) for k in range(1, n + 1)]) for q in ELEMENT_LOADS}
-        np.testing.assert_allclose(np.max(np.abs(h["axial_force_N"]), axis=0), hist[f"{link}_axial_force_N"][0], rtol=1e-12)
+        h = {
+            q: np.stack([np.asarray(hist[f"{link}_element_{k}_{q}"][0]) for k in range(1, n + 1)])
+            for q in ELEMENT_LOADS
+        }
+        np.testing.assert_allclose(
+            np.max(np.abs(h["axial_force_N"]), axis=0), hist[f"{link}_axial_force_N"][0], rtol=1e-12
+        )
         bend = np.max(np.maximum(np.abs(h["bending_moment_start_N_m"]), np.abs(h["bending_moment_end_N_m"])), axis=0)
         np.testing.assert_allclose(bend, hist[f"{link}_bending_moment_N_m"][0], rtol=1e-12)
 
 
-@pytest.mark.parametrize("channel, message", [
-    ("rod_element_5_axial_force_N", r"'rod_element_5_axial_force_N': link 'rod' has 4 element\(s\).*1\.\.4 from its first point 'B'"),
-    ("crank_element_0_bending_moment_start_N_m", r"link 'crank' has 1 element\(s\)"),
-    ("rod_element_02_bending_moment_end_N_m", r"'rod_element_02_bending_moment_end_N_m': link 'rod' has 4"),
-    ("rod_element_1_shear_force_N", r"outputs\.histories entry 'rod_element_1_shear_force_N'.*allowed"),
-    ("wheel_element_1_axial_force_N", r"outputs\.histories entry 'wheel_element_1_axial_force_N'.*allowed"),
-])
+@pytest.mark.parametrize(
+    "channel, message",
+    [
+        (
+            "rod_element_5_axial_force_N",
+            r"'rod_element_5_axial_force_N': link 'rod' has 4 element\(s\).*1\.\.4 from its first point 'B'",
+        ),
+        ("crank_element_0_bending_moment_start_N_m", r"link 'crank' has 1 element\(s\)"),
+        ("rod_element_02_bending_moment_end_N_m", r"'rod_element_02_bending_moment_end_N_m': link 'rod' has 4"),
+        ("rod_element_1_shear_force_N", r"outputs\.histories entry 'rod_element_1_shear_force_N'.*allowed"),
+        ("wheel_element_1_axial_force_N", r"outputs\.histories entry 'wheel_element_1_axial_force_N'.*allowed"),
+    ],
+)
 def test_an_unknown_or_out_of_range_element_channel_is_refused_naming_it(channel, message):
     raw = _short(SC)
     raw["outputs"]["histories"] = ["rod_element_4_axial_force_N", "crank_element_1_bending_moment_end_N_m", channel]
@@ -194,6 +244,7 @@ def test_an_unknown_or_out_of_range_element_channel_is_refused_naming_it(channel
 
 def test_element_channels_are_plotted_with_their_units():
     from jaxclear import plots
+
     assert plots._name_unit("rod_element_2_bending_moment_start_N_m") == ("rod element 2 bending moment start", "N·m")
     assert plots._name_unit("rod_element_2_axial_force_N") == ("rod element 2 axial force", "N")
 
@@ -211,9 +262,16 @@ def test_a_start_at_speed_reproduces_the_flores_first_impact():
     # the rod starts at the ideal rate −r ω / L (crank along +x)
     w_rod = -0.05 * 5000 * 2 * np.pi / 60 / 0.12
     assert abs(float(hist["rod_angular_velocity_rad_per_s"][0][0]) / w_rod - 1.0) < 0.01
-    hand = sweep.run(specmod.load({
-        "model": {"mechanism": "slider_crank"}, "integrator": {"dt_s": 2.5e-7, "t_end_s": 4e-4, "steady_revolutions": 0.01},
-        "outputs": {"histories": [], "plots": False}}), log=lambda *a, **k: None)[0]
+    hand = sweep.run(
+        specmod.load(
+            {
+                "model": {"mechanism": "slider_crank"},
+                "integrator": {"dt_s": 2.5e-7, "t_end_s": 4e-4, "steady_revolutions": 0.01},
+                "outputs": {"histories": [], "plots": False},
+            }
+        ),
+        log=lambda *a, **k: None,
+    )[0]
     ratio = float(table["peak_contact_force_N"][0] / hand["peak_contact_force_N"][0])
     assert abs(ratio - 1.0) < 0.02, ratio
 
@@ -238,10 +296,16 @@ def test_linkage_four_bar_matches_the_four_bar_module_over_the_start_up():
     raw["integrator"].update(t_end_s=0.005, save_every=2000, steady_revolutions=0.05)
     raw["outputs"] = {"histories": [], "plots": False}
     table, _, _ = sweep.run(specmod.load(raw), log=lambda *a, **k: None)
-    hand, _, _ = sweep.run(specmod.load({
-        "model": {"mechanism": "four_bar", "ramp_time_s": 0.002},
-        "integrator": {"dt_s": 2.5e-7, "t_end_s": 0.005, "steady_revolutions": 0.05},
-        "outputs": {"histories": [], "plots": False}}), log=lambda *a, **k: None)
+    hand, _, _ = sweep.run(
+        specmod.load(
+            {
+                "model": {"mechanism": "four_bar", "ramp_time_s": 0.002},
+                "integrator": {"dt_s": 2.5e-7, "t_end_s": 0.005, "steady_revolutions": 0.05},
+                "outputs": {"histories": [], "plots": False},
+            }
+        ),
+        log=lambda *a, **k: None,
+    )
     for col in ("peak_contact_force_N", "peak_follower_angular_acceleration_rad_per_s2"):
         r = float(table[col][0] / hand[col][0])
         assert abs(r - 1.0) < 0.05, (col, r)
@@ -260,6 +324,7 @@ def test_external_forces_and_torques_reach_their_particles():
     # end at B), links.<l>.torque_N_m on the link's first particle; the engine's response to such
     # loads is tested in tests/test_fpm.py (a cantilever's PL³/3EI and P(L − x)).
     from jaxclear import fpm
+
     raw = _short(SC, **{"points.B.force_y_N": -25.0, "points.C.force_x_N": 40.0, "links.rod.torque_N_m": 0.5})
     spec = specmod.load(raw)
     pl = sweep.plan(spec)
@@ -284,9 +349,11 @@ def test_exact_lumping_of_a_crank_too_light_in_rotation_is_refused_before_compil
     # (12 n (1 − κ)) = 3.47e-5 kg·m²: refused at load (no LinAlgError from the critical step), naming the
     # link, its values, the bound and the remedies; also where only a swept variant falls below it
     raw = _short(SC, **{"links.crank.elements": 4})
-    message = (r"links\.crank: model\.exact_lumping = true cannot keep its mass and inertia.*mass_kg = 0\.3, "
-               r"inertia_kg_m2 = 1e-05, length 0\.05 m .*elements = 4 need inertia_kg_m2 > m L² \(n − 2\)/\(12 n \(1 − κ\)\) "
-               r"= 3\.472e-05.*links\.crank\.elements <= 2, or model\.exact_lumping = false")
+    message = (
+        r"links\.crank: model\.exact_lumping = true cannot keep its mass and inertia.*mass_kg = 0\.3, "
+        r"inertia_kg_m2 = 1e-05, length 0\.05 m .*elements = 4 need inertia_kg_m2 > m L² \(n − 2\)/\(12 n \(1 − κ\)\) "
+        r"= 3\.472e-05.*links\.crank\.elements <= 2, or model\.exact_lumping = false"
+    )
     with pytest.raises(specmod.SpecError, match=message):
         specmod.load(raw)
     raw["links"]["crank"]["inertia_kg_m2"] = 1e-4
@@ -302,9 +369,13 @@ def test_a_particle_without_a_positive_mass_is_refused_by_the_step_check_naming_
     # the critical step's own guard (behind the validation): a negative particle mass is named,
     # link, element and end, instead of numpy's LinAlgError
     from jaxclear.mechanisms import linkage
+
     monkeypatch.setattr(linkage, "_check_lumping", lambda spec: None)
-    with pytest.raises(specmod.SpecError, match=r"links\.crank, element 1 of 4: the mass of its end particle towards "
-                                                r"the link's first point is -0\.0213.*\(variant 0\)"):
+    with pytest.raises(
+        specmod.SpecError,
+        match=r"links\.crank, element 1 of 4: the mass of its end particle towards "
+        r"the link's first point is -0\.0213.*\(variant 0\)",
+    ):
         sweep.plan(specmod.load(_short(SC, **{"links.crank.elements": 4})))
 
 
@@ -312,34 +383,63 @@ def test_a_link_named_crank_gives_the_crank_angle_and_its_chord_angle_on_separat
     # crank_angle_rad stays the crank angle (the driven particle: the ramp's θ = ω t²/(2 T) exactly);
     # the link's chord angle is link_crank_angle_rad (atan2 of B − O). The crank, exact-lumped over
     # 2 elements (feasible), flexible and loaded at B, bends: the two differ, and the run goes through.
-    raw = _short(SC, **{"links.crank.elements": 2, "links.crank.youngs_modulus_Pa": 2.07e11, "points.B.force_y_N": -2000.0,
-                        "integrator.t_end_s": 0.0016, "integrator.dt_s": 3.5e-8})
+    raw = _short(
+        SC,
+        **{
+            "links.crank.elements": 2,
+            "links.crank.youngs_modulus_Pa": 2.07e11,
+            "points.B.force_y_N": -2000.0,
+            "integrator.t_end_s": 0.0016,
+            "integrator.dt_s": 3.5e-8,
+        },
+    )
     raw["integrator"]["steady_revolutions"] = 0.01
-    raw["outputs"]["histories"] = ["crank_angle_rad", "link_crank_angle_rad", "link_rod_angle_rad", "rod_angle_rad",
-                                   "O_x_m", "O_y_m", "B_x_m", "B_y_m"]
+    raw["outputs"]["histories"] = [
+        "crank_angle_rad",
+        "link_crank_angle_rad",
+        "link_rod_angle_rad",
+        "rod_angle_rad",
+        "O_x_m",
+        "O_y_m",
+        "B_x_m",
+        "B_y_m",
+    ]
     from jaxclear.mechanisms import linkage
+
     doc = linkage.output_channels(raw)
     assert doc["crank_angle_rad"].startswith("crank angle θ") and "link_crank_angle_rad" in doc["crank_angle_rad"]
     assert doc["link_crank_angle_rad"].startswith("crank chord angle")
     _, _, hist = sweep.run(specmod.load(raw), log=lambda *a, **k: None)
     h = {k: np.asarray(hist[k][0]) for k in raw["outputs"]["histories"]}
     t = np.arange(1, len(h["crank_angle_rad"]) + 1) * 500 * 3.5e-8
-    np.testing.assert_allclose(h["crank_angle_rad"], 1000 * np.pi / 30 * t ** 2 / (2 * 0.005), rtol=1e-9)
+    np.testing.assert_allclose(h["crank_angle_rad"], 1000 * np.pi / 30 * t**2 / (2 * 0.005), rtol=1e-9)
     chord = np.arctan2(h["B_y_m"] - h["O_y_m"], h["B_x_m"] - h["O_x_m"])
     np.testing.assert_allclose(h["link_crank_angle_rad"], chord, atol=1e-12)
     assert np.max(np.abs(h["link_crank_angle_rad"] - h["crank_angle_rad"])) > 1e-4  # the crank bends
     np.testing.assert_array_equal(h["link_rod_angle_rad"], h["rod_angle_rad"])
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda r: r["points"].update(journal={"x_m": 0.3}),
-     r"channel 'journal_x_m' is produced by both the clearance joints and points\.journal.*rename points\.journal"),
-    (lambda r: r["points"].update(slider={"x_m": 0.3}),
-     r"channel 'slider_x_m' is produced by both points\.slider and bodies\.slider"),
-    (lambda r: (r["links"].update(rod_element_1=r["links"].pop("rod")), r["joints"]["B"].update(members=["crank", "rod_element_1"]),
-                r["joints"]["C"].update(members=["rod_element_1", "slider"])),
-     r"links\.rod_element_1: a link name may not contain '_element_'.*rename the link, e\.g\. 'rod_el_1'"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda r: r["points"].update(journal={"x_m": 0.3}),
+            r"channel 'journal_x_m' is produced by both the clearance joints and points\.journal.*rename points\.journal",
+        ),
+        (
+            lambda r: r["points"].update(slider={"x_m": 0.3}),
+            r"channel 'slider_x_m' is produced by both points\.slider and bodies\.slider",
+        ),
+        (
+            lambda r: (
+                r["links"].update(rod_element_1=r["links"].pop("rod")),
+                r["joints"]["B"].update(members=["crank", "rod_element_1"]),
+                r["joints"]["C"].update(members=["rod_element_1", "slider"]),
+            ),
+            r"links\.rod_element_1: a link name may not contain '_element_'.*rename the link, e\.g\. 'rod_el_1'",
+        ),
+    ],
+)
 def test_a_channel_name_two_entries_would_produce_is_refused_naming_both(edit, message):
     raw = _short(SC)
     edit(raw)
@@ -349,6 +449,9 @@ def test_a_channel_name_two_entries_would_produce_is_refused_naming_both(edit, m
 
 def test_the_link_angle_alias_cannot_shadow_another_links_chord_angle():
     from jaxclear.mechanisms import linkage
-    with pytest.raises(specmod.SpecError, match=r"channel 'link_rod_angle_rad' is produced by both links\.rod and links\.link_rod"):
+
+    with pytest.raises(
+        specmod.SpecError, match=r"channel 'link_rod_angle_rad' is produced by both links\.rod and links\.link_rod"
+    ):
         linkage._check_channel_names({"links": {"rod": {}, "link_rod": {}}, "points": {}, "bodies": {}})
     linkage._check_channel_names({"links": {"crank": {}, "rod": {}}, "points": {"O": {}}, "bodies": {"slider": {}}})

@@ -16,11 +16,13 @@ R = 10e-3
 
 def _raw(profile, axes=None, steps=1500, joint=None):
     """A short slider-crank run (dt 1 µs, 1500 steps) with a bushing ``profile``."""
-    raw = {"model": {"crank_speed_rpm": 5000.0},
-           "joint": {"journal_radius_m": R, "clearance_m": 0.5e-3, **(joint or {})},
-           "profile": {"n_points": 72, **profile},
-           "integrator": {"dt_s": 1e-6, "t_end_s": steps * 1e-6, "save_every": steps // 10},
-           "outputs": {"histories": ["contact_force_N"], "plots": False}}
+    raw = {
+        "model": {"crank_speed_rpm": 5000.0},
+        "joint": {"journal_radius_m": R, "clearance_m": 0.5e-3, **(joint or {})},
+        "profile": {"n_points": 72, **profile},
+        "integrator": {"dt_s": 1e-6, "t_end_s": steps * 1e-6, "save_every": steps // 10},
+        "outputs": {"histories": ["contact_force_N"], "plots": False},
+    }
     if axes:
         raw["axes"] = axes
     return raw
@@ -36,7 +38,7 @@ def test_ellipse_with_radius_of_curvature_above_the_journal_is_single():
     # ellipse 10.6 × 10.5 mm: ρ_min = b²/a = 10.40 mm > R_J = 10 mm
     b = contact.region_bound(profiles.ellipse(10.6e-3, 10.5e-3, 72), R)
     assert b.single and b.slots == 1 and b.needed == 1 and not b.concave
-    assert b.rho_ratio == pytest.approx(10.5 ** 2 / 10.6 / 10.0, rel=1e-3)
+    assert b.rho_ratio == pytest.approx(10.5**2 / 10.6 / 10.0, rel=1e-3)
     assert "1 slot" in b.reason(72)
 
 
@@ -45,24 +47,32 @@ def test_curvature_estimate_is_conservative_and_orientation_free():
     for n in (36, 72, 144):
         for a, bb in ((10.6e-3, 10.5e-3), (14e-3, 10e-3)):
             p = np.asarray(profiles.ellipse(a, bb, n))
-            assert np.max(contact.curvature(p)) < a / bb ** 2  # the 3-point value alone underestimates
-            assert np.max(contact.curvature_bound(p)) >= a / bb ** 2
+            assert np.max(contact.curvature(p)) < a / bb**2  # the 3-point value alone underestimates
+            assert np.max(contact.curvature_bound(p)) >= a / bb**2
             np.testing.assert_allclose(contact.curvature(p[::-1]), contact.curvature(p)[::-1], rtol=1e-12)
 
 
-@pytest.mark.parametrize("name,pts", [
-    ("3 lobes", profiles.fourier(10.5e-3, np.array([0.0, 0.0, 0.3e-3]), np.zeros(3), 72)),
-    ("wear patch", profiles.wear_patch(10.5e-3, 0.3e-3, 0.0, np.deg2rad(30.0), 72)),
-    ("ellipse 12 × 10.5 (ρ_min 9.19 mm)", profiles.ellipse(12e-3, 10.5e-3, 72)),
-])
+@pytest.mark.parametrize(
+    "name,pts",
+    [
+        ("3 lobes", profiles.fourier(10.5e-3, np.array([0.0, 0.0, 0.3e-3]), np.zeros(3), 72)),
+        ("wear patch", profiles.wear_patch(10.5e-3, 0.3e-3, 0.0, np.deg2rad(30.0), 72)),
+        ("ellipse 12 × 10.5 (ρ_min 9.19 mm)", profiles.ellipse(12e-3, 10.5e-3, 72)),
+    ],
+)
 def test_profiles_that_can_hold_two_regions_are_not_declared_single(name, pts):
     b = contact.region_bound(pts, R)
     assert not b.single and 2 <= b.slots <= contact.REGION_CAP, name
     assert "multi-region" in b.reason(72)
 
 
-@pytest.mark.parametrize("pts", [profiles.fourier(10.5e-3, np.array([0.0, 0.0, 0.3e-3]), np.zeros(3), 72),
-                                 profiles.wear_patch(10.5e-3, 0.3e-3, 0.0, np.deg2rad(30.0), 72)])
+@pytest.mark.parametrize(
+    "pts",
+    [
+        profiles.fourier(10.5e-3, np.array([0.0, 0.0, 0.3e-3]), np.zeros(3), 72),
+        profiles.wear_patch(10.5e-3, 0.3e-3, 0.0, np.deg2rad(30.0), 72),
+    ],
+)
 def test_the_failing_test_is_not_a_false_alarm_and_the_bound_holds(pts):
     # brute force over pin positions (penetration below 0.1 mm): two regions do occur, never more
     # than the slots the bound asks for
@@ -78,7 +88,7 @@ def test_the_failing_test_is_not_a_false_alarm_and_the_bound_holds(pts):
 def test_concave_points_count_as_more_regions():
     # a dent pushed into the bore (radius smaller there): concave around it
     th = np.asarray(profiles.angles(72))
-    r = 10.5e-3 - 0.4e-3 * np.exp(-((th - np.pi) / 0.15) ** 2)
+    r = 10.5e-3 - 0.4e-3 * np.exp(-(((th - np.pi) / 0.15) ** 2))
     b = contact.region_bound(np.asarray(profiles.polar(r)), R)
     assert b.concave and not b.single and b.rho_ratio == -np.inf
 
@@ -100,8 +110,13 @@ def test_merge_folds_blocks():
 # ----------------------------------------------------------------------------- the spec key
 def test_spec_key_values():
     assert specmod.load(_raw({"kind": "ellipse"}))["profile"]["max_regions"] == "auto"  # the default
-    for bad, words in ((0, "[1, 64]"), (65, "[1, 64]"), ("four", '"auto" or an integer'),
-                       (True, '"auto" or an integer'), (2.0, '"auto" or an integer')):
+    for bad, words in (
+        (0, "[1, 64]"),
+        (65, "[1, 64]"),
+        ("four", '"auto" or an integer'),
+        (True, '"auto" or an integer'),
+        (2.0, '"auto" or an integer'),
+    ):
         with pytest.raises(SpecError) as e:
             specmod.load(_raw({"kind": "ellipse", "max_regions": bad}))
         assert "profile.max_regions" in str(e.value) and words in str(e.value), str(e.value)
@@ -112,8 +127,7 @@ def test_plan_resolves_auto_once_for_the_sweep():
     pl = sweep.plan(specmod.load(_raw(ell)))
     assert pl.cfg.joint.max_regions == 1 and "1 slot" in pl.cfg.joint.regions_choice
     # one lobed variant among near-circular ones: the whole sweep takes the multi-region path
-    raw = _raw({"kind": "fourier", "wear_order": 3},
-               axes={"profile.wear_depth_m": {"values": [0.0, 1e-6, 0.6e-3]}})
+    raw = _raw({"kind": "fourier", "wear_order": 3}, axes={"profile.wear_depth_m": {"values": [0.0, 1e-6, 0.6e-3]}})
     pl = sweep.plan(specmod.load(raw))
     assert pl.cfg.joint.max_regions >= 2 and "variant 2" in pl.cfg.joint.regions_choice
     # an integer is kept; the circle geometry is untouched
@@ -125,11 +139,12 @@ def test_plan_resolves_auto_once_for_the_sweep():
 
 def test_plan_cli_shows_the_choice(tmp_path, capsys):
     from jaxclear import cli
+
     f = tmp_path / "ell.toml"
     f.write_text('[profile]\nkind = "ellipse"\nellipse_ratio = 1.0095238095238095\nn_points = 72\n')
     assert cli.main(["plan", str(f), "--no-probe"]) == 0
     out = capsys.readouterr().out
-    assert "contact regions: 1 slot" in out and "max_regions = \"auto\"" in out
+    assert "contact regions: 1 slot" in out and 'max_regions = "auto"' in out
     assert cli.main(["plan", str(f), "--no-probe", "--json"]) == 0
     e = json.loads(capsys.readouterr().out)
     assert e["max_regions"] == 1 and e["max_regions_choice"].startswith("auto: 1 slot")
@@ -171,8 +186,9 @@ def test_auto_on_a_lobed_bushing_keeps_every_region():
     np.testing.assert_array_equal(np.asarray(ta["max_contact_regions"]), seen)
     for k in ("peak_contact_force_N", "impacts"):
         np.testing.assert_allclose(np.asarray(ta[k]), np.asarray(tf[k]), rtol=1e-12, err_msg=k)
-    np.testing.assert_allclose(np.asarray(ha["contact_force_N"]), np.asarray(hf["contact_force_N"]),
-                               rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(
+        np.asarray(ha["contact_force_N"]), np.asarray(hf["contact_force_N"]), rtol=1e-12, atol=1e-9
+    )
 
 
 def test_every_joint_counts():

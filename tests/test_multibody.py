@@ -283,20 +283,25 @@ def test_double_pendulum_energy():
     system = _dp_system()
     p = mb.make_params([M1, M2], [M1 * L1**2 / 12, M2 * L2**2 / 12], alpha=5.0, beta=5.0)
     th1, th2 = 2.0, 0.5  # from +x, large swing
-    guess = jnp.array(
-        [
-            L1 / 2 * np.cos(th1), L1 / 2 * np.sin(th1), th1,
-            L1 * np.cos(th1) + L2 / 2 * np.cos(th2), L1 * np.sin(th1) + L2 / 2 * np.sin(th2), th2,
-        ]
-    ) + 1e-3
+    guess = (
+        jnp.array(
+            [
+                L1 / 2 * np.cos(th1),
+                L1 / 2 * np.sin(th1),
+                th1,
+                L1 * np.cos(th1) + L2 / 2 * np.cos(th2),
+                L1 * np.sin(th1) + L2 / 2 * np.sin(th2),
+                th2,
+            ]
+        )
+        + 1e-3
+    )
     q0, qd0 = CONSISTENT(system, p, guess, 0.0, jnp.array([0, 0, 1.0, 0, 0, -2.0]))
     assert float(jnp.max(jnp.abs(mb._phi_dot(system, p, q0, qd0, 0.0)))) < 1e-13
     sim = make_sim(system)
     dt, n = 1e-3, 5000
     ys = sim(jnp.concatenate([q0, qd0]), p, dt, n=n)
-    energy = jax.jit(
-        jax.vmap(lambda y: mb.kinetic_energy(system, p, y[6:]) + mb.potential_energy(system, p, y[:6]))
-    )
+    energy = jax.jit(jax.vmap(lambda y: mb.kinetic_energy(system, p, y[6:]) + mb.potential_energy(system, p, y[:6])))
     E0 = float(energy(jnp.concatenate([q0, qd0])[None])[0])
     E = np.asarray(energy(ys))
     scale = (M1 + M2) * 9.81 * (L1 + L2)  # ~25 J
@@ -384,9 +389,7 @@ def test_translational_on_moving_body():
 
 
 def test_system_hashable_and_validated():
-    assert hash(SLIDER_CRANK) == hash(
-        mb.System(3, list(SLIDER_CRANK.joints))
-    )
+    assert hash(SLIDER_CRANK) == hash(mb.System(3, list(SLIDER_CRANK.joints)))
     assert SLIDER_CRANK.nq == 9 and SLIDER_CRANK.n_constraints == 9
     with pytest.raises(ValueError):
         mb.System(1, (mb.revolute(0, (0.0, 0.0), 1, (0.0, 0.0)),))

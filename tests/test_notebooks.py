@@ -44,7 +44,8 @@ _check = {
     "ideal_spread": {str(v): float(np.ptp(_ideal[_speed == v]) / np.max(_ideal[_speed == v])) for v in S["speeds_rpm"]},
     "ideal_speed_ratio": float(_ideal[_speed == max(S["speeds_rpm"])][0] / _ideal[_speed == min(S["speeds_rpm"])][0]),
     "speed_ratio_sq": (max(S["speeds_rpm"]) / min(S["speeds_rpm"])) ** 2,
-}""" % _FIGS,
+}"""
+    % _FIGS,
     "02_wear_profiles.ipynb": """
 _check = {
     "figures": %s,
@@ -57,7 +58,8 @@ _check = {
     "wear_volume_m3": np.asarray(ev["metrics"]["worn_volume_m3"]).T.tolist(),
     "wear_k": ev["inputs"]["coefficient_m2_per_N"].tolist(),
     "wear_depth_range_m": [float(np.ptp(ev["depth_m"][-1, j, 0])) for j in range(ev["depth_m"].shape[1])],
-}""" % _FIGS,
+}"""
+    % _FIGS,
     "03_sensitivity_identification.ipynb": """
 _ad, _fd = fd_and_ad("smooth_peak_contact_force_N")
 _check = {
@@ -68,7 +70,8 @@ _check = {
     "written": sorted(p.name for p in out.iterdir()),
     "wear_rel_error": {k: p["value"] / WEAR_TRUTH[k] - 1 for k, p in wfit["parameters"].items()},
     "wear_loss": wfit["loss"], "wear_screened_loss": wfit["screen"]["kept_losses"][0],
-}""" % _FIGS,
+}"""
+    % _FIGS,
 }
 CHECK_TAIL = "\nimport json as _json\nprint('NBCHECK ' + _json.dumps(_check))\n"
 
@@ -78,7 +81,7 @@ def _checked(nb, name):
     out = "".join(o.get("text", "") for o in nb.cells[-1].outputs if o.output_type == "stream")
     line = [ln for ln in out.splitlines() if ln.startswith("NBCHECK ")]
     assert line, f"{name}: the check cell printed nothing: {out!r}"
-    return json.loads(line[0][len("NBCHECK "):])
+    return json.loads(line[0][len("NBCHECK ") :])
 
 
 def _n_subplots_calls(name):
@@ -112,9 +115,15 @@ def kernel_env(tmp_path_factory):
     root = tmp_path_factory.mktemp("jupyter")
     kdir = root / "kernels" / "python3"
     kdir.mkdir(parents=True)
-    (kdir / "kernel.json").write_text(json.dumps({
-        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Python 3 (jaxclear test)", "language": "python"}))
+    (kdir / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "Python 3 (jaxclear test)",
+                "language": "python",
+            }
+        )
+    )
     env = {
         "JUPYTER_PATH": str(root),
         "MPLBACKEND": "Agg",
@@ -131,8 +140,9 @@ async def _execute(name):
     # two cells appended in memory: what the notebook computed, which interpreter the kernel runs
     nb.cells.append(nbformat.v4.new_code_cell(CHECKS[name] + CHECK_TAIL))
     nb.cells.append(nbformat.v4.new_code_cell("import sys; print(sys.executable)"))
-    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                     resources={"metadata": {"path": str(NB_DIR)}})
+    client = nbclient.NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(NB_DIR)}}
+    )
     t0 = time.perf_counter()
     try:
         await client.async_execute()
@@ -153,8 +163,10 @@ def test_notebooks_run_top_to_bottom(kernel_env, monkeypatch):
 
     t0 = time.perf_counter()
     results = asyncio.run(run_all())
-    print(f"\nnotebooks executed in {time.perf_counter() - t0:.1f} s together: " +
-          ", ".join(f"{n} {w:.1f} s" for n, _, _, w in results))
+    print(
+        f"\nnotebooks executed in {time.perf_counter() - t0:.1f} s together: "
+        + ", ".join(f"{n} {w:.1f} s" for n, _, _, w in results)
+    )
     failed = [f"{n}: a cell failed:\n{err}" for n, nb, err, _ in results if nb is None]
     assert not failed, "\n\n".join(failed)
     checks = {}
@@ -210,6 +222,9 @@ def test_notebooks_run_top_to_bottom(kernel_env, monkeypatch):
     # clearance + wear at the small size (128 candidates, 2 LM starts × 8 iterations, starts
     # within ±30 %): measured errors −3.3 %, +13.6 %, −3.7 %; LM improves on the screening
     w = c3["wear_rel_error"]
-    assert abs(w["joint.clearance_m"]) < 0.05 and abs(w["profile.fourier_a2_m"]) < 0.2 \
-        and abs(w["profile.fourier_b2_m"]) < 0.2, w
+    assert (
+        abs(w["joint.clearance_m"]) < 0.05
+        and abs(w["profile.fourier_a2_m"]) < 0.2
+        and abs(w["profile.fourier_b2_m"]) < 0.2
+    ), w
     assert c3["wear_loss"] < c3["wear_screened_loss"], c3

@@ -41,8 +41,13 @@ def _env(devices=1):
 
 def _cli(args, devices=1, cache=None):
     cache_args = ["--cache-dir", str(cache)] if cache else ["--no-compile-cache"]
-    return subprocess.Popen([sys.executable, "-m", "jaxclear.cli", "run", *map(str, args), "--quiet", *cache_args],
-                            env=_env(devices), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "jaxclear.cli", "run", *map(str, args), "--quiet", *cache_args],
+        env=_env(devices),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait(p, timeout=400):
@@ -105,8 +110,10 @@ def _free_port():
 def test_two_process_distributed_run_fills_one_store(spec_file, single, tmp_path):
     out = tmp_path / "dist"
     port = _free_port()
-    procs = [_cli([spec_file, "--out", out, "--coordinator", f"localhost:{port}", "--num-processes", 2,
-                   "--process-id", i]) for i in (0, 1)]
+    procs = [
+        _cli([spec_file, "--out", out, "--coordinator", f"localhost:{port}", "--num-processes", 2, "--process-id", i])
+        for i in (0, 1)
+    ]
     for p in procs:
         _wait(p)
     g = store.open(out, mode="r")
@@ -125,9 +132,12 @@ def test_two_process_distributed_run_fills_one_store(spec_file, single, tmp_path
 
 @pytest.mark.slow
 def test_non_finite_variant_is_flagged_and_leaves_its_chunk_alone(tmp_path, monkeypatch):
-    spec = {"sweep": {"name": "nan"}, "outputs": {"plots": False},
-            "integrator": {"dt_s": 2e-6, "t_end_s": 6e-4, "save_every": 10, "chunk_size": 4},
-            "axes": {"joint.clearance_m": {"values": [0.5e-3, 0.25e-3, 0.1e-3, 0.05e-3]}}}
+    spec = {
+        "sweep": {"name": "nan"},
+        "outputs": {"plots": False},
+        "integrator": {"dt_s": 2e-6, "t_end_s": 6e-4, "save_every": 10, "chunk_size": 4},
+        "axes": {"joint.clearance_m": {"values": [0.5e-3, 0.25e-3, 0.1e-3, 0.05e-3]}},
+    }
     clean, _, hc = sweep.run(spec, log=None, compile_cache=False)
     orig = sweep.batch_params
 
@@ -182,7 +192,7 @@ def test_automatic_chunk_size():
     assert parallel.auto_chunk_size(10, 1e5, cpu) == 10
     assert parallel.auto_chunk_size(100000, 1e5, cpu) == parallel.CPU_CHUNK
     # 0.4 × 1 GB / 100 kB = 4000 per device, two devices
-    assert parallel.auto_chunk_size(10 ** 6, 1e5, [_FakeGPU(1e9)] * 2) == 8000
-    assert parallel.auto_chunk_size(10 ** 6, 1.0, [_FakeGPU(1e12)]) == parallel.ACCELERATOR_CHUNK_MAX
+    assert parallel.auto_chunk_size(10**6, 1e5, [_FakeGPU(1e9)] * 2) == 8000
+    assert parallel.auto_chunk_size(10**6, 1.0, [_FakeGPU(1e12)]) == parallel.ACCELERATOR_CHUNK_MAX
     assert parallel.auto_chunk_size(7, 1e5, [_FakeGPU(1e9)] * 2) == 6  # a multiple of the devices
     assert parallel.padded_size(3, 2) == 4 and parallel.padded_size(4, 2) == 4

@@ -14,14 +14,32 @@ from jaxclear.mechanisms import planet_pin as pp
 
 
 def _spec(**model):
-    return {"sweep": {"name": "planet_test"},
-            "model": {"mechanism": "planet_pin", "ramp_time_s": 3e-3, "reversal_time_s": 3e-3, "hold_time_s": 3e-3,
-                      **model},
-            "integrator": {"dt_s": 1e-6, "save_every": 100, "chunk_size": 2},
-            "outputs": {"histories": ["top_x_m", "top_y_m", "bottom_x_m", "bottom_y_m", "contact_force_N",
-                                      "penetration_m", "tilt_rad", "resisting_torque_N_m", "sun_torque_N_m"],
-                        "plot_variants": 2},
-            "axes": {"joint.clearance_m": {"values": [30e-6, 60e-6]}}}
+    return {
+        "sweep": {"name": "planet_test"},
+        "model": {
+            "mechanism": "planet_pin",
+            "ramp_time_s": 3e-3,
+            "reversal_time_s": 3e-3,
+            "hold_time_s": 3e-3,
+            **model,
+        },
+        "integrator": {"dt_s": 1e-6, "save_every": 100, "chunk_size": 2},
+        "outputs": {
+            "histories": [
+                "top_x_m",
+                "top_y_m",
+                "bottom_x_m",
+                "bottom_y_m",
+                "contact_force_N",
+                "penetration_m",
+                "tilt_rad",
+                "resisting_torque_N_m",
+                "sun_torque_N_m",
+            ],
+            "plot_variants": 2,
+        },
+        "axes": {"joint.clearance_m": {"values": [30e-6, 60e-6]}},
+    }
 
 
 def test_spec_errors_name_the_field():
@@ -43,9 +61,20 @@ def _first_impacts(model=None, laws=None, t_end=3e-3, outputs=(), integrator=Non
     """(Result, params, cfg) of one variant run by simulate (no sweep layer)."""
     import dataclasses
     import jax
-    sp = specmod.load({"model": {"mechanism": "planet_pin", "ramp_time_s": 2e-3, "reversal_time_s": 2e-3,
-                                 "hold_time_s": 1e-3, **(model or {})},
-                       "laws": laws or {}, "integrator": {"t_end_s": t_end, **(integrator or {})}})
+
+    sp = specmod.load(
+        {
+            "model": {
+                "mechanism": "planet_pin",
+                "ramp_time_s": 2e-3,
+                "reversal_time_s": 2e-3,
+                "hold_time_s": 1e-3,
+                **(model or {}),
+            },
+            "laws": laws or {},
+            "integrator": {"t_end_s": t_end, **(integrator or {})},
+        }
+    )
     cfg = dataclasses.replace(pp.make_config(sp, t_end), outputs=tuple(outputs))
     p = pp.params(sp, cfg, sweep.flat_values(sp), np.float64, t_end)
     return jax.jit(lambda p: pp.simulate(cfg, p))(p), p, cfg
@@ -53,6 +82,7 @@ def _first_impacts(model=None, laws=None, t_end=3e-3, outputs=(), integrator=Non
 
 def test_impact_velocity_key_onset_and_episode_max():
     from jaxclear import metrics
+
     with pytest.raises(specmod.SpecError, match=r"laws.impact_velocity = 'max'; allowed: episode_max, onset"):
         specmod.load({**_spec(), "laws": {"impact_velocity": "max"}})
     peaks = {}
@@ -71,12 +101,17 @@ def test_static_exponent_when_fixed_and_the_traced_path_otherwise():
     ``_traced``), it stays a traced value."""
     import dataclasses
     import jax
+
     r, p, cfg = _first_impacts(t_end=1.5e-3, outputs=("contact_force_N",))
     assert cfg.exponent == 1.5 and cfg.joint.exponent == 1.5
     r0 = jax.jit(lambda p: pp.simulate(dataclasses.replace(cfg, exponent=None), p))(p)
     assert float(np.max(r0.history["contact_force_N"])) > 100.0
-    np.testing.assert_allclose(r.history["contact_force_N"], r0.history["contact_force_N"], rtol=1e-9,
-                               atol=1e-9 * float(np.max(r0.history["contact_force_N"])))
+    np.testing.assert_allclose(
+        r.history["contact_force_N"],
+        r0.history["contact_force_N"],
+        rtol=1e-9,
+        atol=1e-9 * float(np.max(r0.history["contact_force_N"])),
+    )
     sp = specmod.load({**_spec(), "axes": {"laws.exponent": {"values": [1.4, 1.5]}}})
     assert sweep.plan(sp).cfg.exponent is None
     sp = specmod.load({**_spec(), "axes": {}})
@@ -90,13 +125,17 @@ def test_exponent_derivative_through_the_static_path():
     import dataclasses
     import jax
     from jaxclear import metrics, sensitivity
+
     _, p, cfg = _first_impacts(t_end=1.5e-3)
 
     def peak(cfg, n):
         a = metrics.unpack(pp.simulate(cfg, p._replace(exponent=n)).acc)
         return metrics.smooth_peak(a.lse_force, a.steps)
-    g_fast, g_slow = (float(jax.jit(jax.jacfwd(lambda n, c=c: peak(c, n)))(p.exponent))
-                      for c in (cfg, dataclasses.replace(cfg, exponent=None)))
+
+    g_fast, g_slow = (
+        float(jax.jit(jax.jacfwd(lambda n, c=c: peak(c, n)))(p.exponent))
+        for c in (cfg, dataclasses.replace(cfg, exponent=None))
+    )
     assert abs(g_fast) > 0 and g_fast == pytest.approx(g_slow, rel=1e-8)
     sp = specmod.load({**_spec(), "axes": {}})
     res = sensitivity.compute({**sp, "integrator": {**sp["integrator"], "t_end_s": 3e-4}}, ["laws.exponent"])
@@ -110,10 +149,21 @@ def test_clamped_carrier_is_todays_model_bit_for_bit():
     import jax
     import jax.numpy as jnp
     from jaxclear import cylindrical_joint as cj, integrate, rigid3d
+
     model = {"misalignment_y_deg": 0.05, "initial_tilt_deg": 0.01}
     t_end = 1.5e-3
-    sp = specmod.load({"model": {"mechanism": "planet_pin", "ramp_time_s": 1e-3, "reversal_time_s": 1e-3,
-                                 "hold_time_s": 1e-3, **model}, "integrator": {"t_end_s": t_end}})
+    sp = specmod.load(
+        {
+            "model": {
+                "mechanism": "planet_pin",
+                "ramp_time_s": 1e-3,
+                "reversal_time_s": 1e-3,
+                "hold_time_s": 1e-3,
+                **model,
+            },
+            "integrator": {"t_end_s": t_end},
+        }
+    )
     cfg = pp.make_config(sp, t_end)
     assert not cfg.carrier
     p = pp.params(sp, cfg, sweep.flat_values(sp), np.float64, t_end)
@@ -130,9 +180,13 @@ def test_clamped_carrier_is_todays_model_bit_for_bit():
     loads = cj.fixed_housing_loads(cfg.joint, pp.joint_params, external)
     mass, inertia = p.mass[None], jnp.stack([p.inertia_transverse, p.inertia_transverse, p.inertia_axial])[None]
     quat = rigid3d.quat_exp(jnp.stack([p.tilt0, 0.0, 0.0]))[None]
-    s0 = rigid3d.initial_state(rigid3d.make_accel(mass, inertia, loads), p, rigid3d.Pose(jnp.zeros((1, 3)), quat),
-                               rigid3d.Twist(jnp.zeros((1, 3)), jnp.stack([0.0 * p.spin, 0.0 * p.spin, p.spin])[None]),
-                               cj.initial_memory(cfg.joint))
+    s0 = rigid3d.initial_state(
+        rigid3d.make_accel(mass, inertia, loads),
+        p,
+        rigid3d.Pose(jnp.zeros((1, 3)), quat),
+        rigid3d.Twist(jnp.zeros((1, 3)), jnp.stack([0.0 * p.spin, 0.0 * p.spin, p.spin])[None]),
+        cj.initial_memory(cfg.joint),
+    )
     ref_step = rigid3d.make_step(cfg.scheme, mass, inertia, loads, cfg.dt)
 
     def run(step, s0):
@@ -147,8 +201,11 @@ def test_clamped_carrier_is_todays_model_bit_for_bit():
         np.testing.assert_array_equal(a, b)
     # the rotating-carrier path at Ω = 0, and any carrier radius at rest: the same to rounding
     r0, _, _ = _first_impacts({**model}, t_end=t_end, outputs=("top_x_m", "contact_force_N"))
-    r1, _, c1 = _first_impacts({**model, "carrier_speed_rpm": 0.0, "carrier_radius_m": 0.4}, t_end=t_end,
-                               outputs=("top_x_m", "contact_force_N"))
+    r1, _, c1 = _first_impacts(
+        {**model, "carrier_speed_rpm": 0.0, "carrier_radius_m": 0.4},
+        t_end=t_end,
+        outputs=("top_x_m", "contact_force_N"),
+    )
     assert c1.carrier
     for k in ("top_x_m", "contact_force_N"):
         np.testing.assert_allclose(r1.history[k], r0.history[k], rtol=1e-9, atol=1e-9 * np.max(np.abs(r0.history[k])))
@@ -160,9 +217,12 @@ def test_rotating_carrier_presses_the_planet_outward_with_the_centrifugal_force(
     side of the hole (+x in the carrier frame) with the normal force m Ω² (r_c + |d|) (|d| ≈ c
     its offset), both ends sharing it."""
     t_end = 8e-3
-    r, p, cfg = _first_impacts({"sun_torque_N_m": 0.0, "planet_speed_rpm": 0.0, "carrier_speed_rpm": 1000.0},
-                               t_end=t_end, integrator={"dt_s": 2e-6, "save_every": 100},
-                               outputs=("top_x_m", "top_y_m", "bottom_x_m", "bottom_y_m", "contact_force_N"))
+    r, p, cfg = _first_impacts(
+        {"sun_torque_N_m": 0.0, "planet_speed_rpm": 0.0, "carrier_speed_rpm": 1000.0},
+        t_end=t_end,
+        integrator={"dt_s": 2e-6, "save_every": 100},
+        outputs=("top_x_m", "top_y_m", "bottom_x_m", "bottom_y_m", "contact_force_N"),
+    )
     assert cfg.carrier and bool(r.finite)
     h = {k: np.asarray(v) for k, v in r.history.items()}
     omega, rc, m, c = float(p.carrier_speed), float(p.carrier_radius), float(p.mass), float(p.clearance)
@@ -173,22 +233,28 @@ def test_rotating_carrier_presses_the_planet_outward_with_the_centrifugal_force(
         assert np.all(x > c) and np.all(x < c + 1e-6) and np.all(np.abs(y) < 0.02 * c), (x, y)  # outward, on the wall
     fn = h["contact_force_N"][last]
     total = fn[:, 0] + fn[:, 1]
-    expect = m * omega ** 2 * (rc + float(np.mean(h["top_x_m"][last])))
+    expect = m * omega**2 * (rc + float(np.mean(h["top_x_m"][last])))
     np.testing.assert_allclose(total, expect, rtol=2e-3)
     np.testing.assert_allclose(fn[:, 0], fn[:, 1], rtol=1e-3)
-    assert abs(np.mean(total) / (m * omega ** 2 * rc) - 1.0) < 0.01  # the brief's m Ω² r within 1 %
+    assert abs(np.mean(total) / (m * omega**2 * rc) - 1.0) < 0.01  # the brief's m Ω² r within 1 %
     assert np.all(fn[:, 2:] < 1e-6)  # no axial load
 
 
 def test_plan_without_probe(tmp_path, capsys):
     path = tmp_path / "p.toml"
-    path.write_text('[sweep]\nname = "p"\n[model]\nmechanism = "planet_pin"\nramp_time_s = 0.002\n'
-                    'reversal_time_s = 0.002\nhold_time_s = 0.001\n'
-                    '[axes]\n"friction.coefficient" = { values = [0.05, 0.1, 0.15] }\n')
+    path.write_text(
+        '[sweep]\nname = "p"\n[model]\nmechanism = "planet_pin"\nramp_time_s = 0.002\n'
+        "reversal_time_s = 0.002\nhold_time_s = 0.001\n"
+        '[axes]\n"friction.coefficient" = { values = [0.05, 0.1, 0.15] }\n'
+    )
     assert cli.main(["plan", str(path), "--json", "--no-probe"]) == 0
     e = json.loads(capsys.readouterr().out)
-    assert (e["mechanism"], e["n_variants"], e["steps_per_variant"], e["scheme"]) == ("planet_pin", 3, 5000,
-                                                                                     "verlet_predicted")
+    assert (e["mechanism"], e["n_variants"], e["steps_per_variant"], e["scheme"]) == (
+        "planet_pin",
+        3,
+        5000,
+        "verlet_predicted",
+    )
 
 
 def test_sweep_physics_store_resume_and_plots(tmp_path):
@@ -196,12 +262,22 @@ def test_sweep_physics_store_resume_and_plots(tmp_path):
     out = tmp_path / "pp"
     table, summary, hists = sweep.run(sp, out=out, log=None, compile_cache=False)
     assert summary["mechanism"] == "planet_pin" and summary["variants"] == 2 and np.all(table["finite"])
-    for c in ("peak_contact_force_top_N", "peak_contact_force_bottom_N", "peak_contact_force_axial_top_N",
-              "peak_contact_force_axial_bottom_N", "impacts_top", "max_tilt_rad", "settle_time_after_reversal_s",
-              "hold_resisting_torque_N_m"):
+    for c in (
+        "peak_contact_force_top_N",
+        "peak_contact_force_bottom_N",
+        "peak_contact_force_axial_top_N",
+        "peak_contact_force_axial_bottom_N",
+        "impacts_top",
+        "max_tilt_rad",
+        "settle_time_after_reversal_s",
+        "hold_resisting_torque_N_m",
+    ):
         assert c in table, c
-    assert sorted(summary["plots"]) == ["plots/end_centre_trajectories.png", "plots/first_impact_hysteresis.png",
-                                        "plots/histories.png"]
+    assert sorted(summary["plots"]) == [
+        "plots/end_centre_trajectories.png",
+        "plots/first_impact_hysteresis.png",
+        "plots/histories.png",
+    ]
     t = np.asarray(sweep.load(out).t_s)
     p = pp.params(sp, None, {**sweep.flat_values(specmod.load(sp)), "joint.clearance_m": 30e-6}, np.float64, 0)
     mu, R, L = 0.1, float(p.pin_radius), float(p.length)
@@ -218,7 +294,9 @@ def test_sweep_physics_store_resume_and_plots(tmp_path):
             T = hists["sun_torque_N_m"][i, k]
             wt = T / float(p.r_s)
             load = np.array([abs(wt) * math.tan(float(p.pressure)) / math.cos(float(p.helix)), wt])
-            nrm = np.array([hists["top_x_m"][i, k] + hists["bottom_x_m"][i, k], hists["top_y_m"][i, k] + hists["bottom_y_m"][i, k]])
+            nrm = np.array(
+                [hists["top_x_m"][i, k] + hists["bottom_x_m"][i, k], hists["top_y_m"][i, k] + hists["bottom_y_m"][i, k]]
+            )
             ang = math.acos(load @ nrm / np.linalg.norm(load) / np.linalg.norm(nrm))
             assert abs(ang - math.atan(mu)) < 0.35 * math.atan(mu), ang
             # resisting torque: the radial friction μ N R_B plus the end face's, which acts nearer the

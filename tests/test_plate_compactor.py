@@ -25,14 +25,17 @@ def batch(case, rows, cfg):
     return res, {k: np.asarray(v) for k, v in pc.summary(cfg, p, res).items()}
 
 
-CFG2 = pc.Config(dt=1e-5, n_saves=500, save_every=100, steady_start_step=25_000,
-                 outputs=("box_x_m", "stuck", "friction_force_N", "normal_force_N",
-                          "slip_velocity_m_per_s"))
+CFG2 = pc.Config(
+    dt=1e-5,
+    n_saves=500,
+    save_every=100,
+    steady_start_step=25_000,
+    outputs=("box_x_m", "stuck", "friction_force_N", "normal_force_N", "slip_velocity_m_per_s"),
+)
 
 
 def test_case2_light_eccentric_sticks_throughout_heavy_one_switches_both_senses():
-    rows = [dict(e=0.10, omega=25.0), dict(e=0.10, omega=-25.0),
-            dict(e=0.15, omega=25.0), dict(e=0.15, omega=-25.0)]
+    rows = [dict(e=0.10, omega=25.0), dict(e=0.10, omega=-25.0), dict(e=0.15, omega=25.0), dict(e=0.15, omega=-25.0)]
     res, m = batch(2, rows, CFG2)
     assert np.all(m["finite"])
     for i in (0, 1):  # e = 0.10 m: held the whole 0.5 s, the box does not creep
@@ -80,8 +83,7 @@ def _system_com_and_momentum(p, s, t):
     r2, v2 = r1 + d, v1 + qd[2] * perp(sA) + th2d * perp(eu)
     m = p.m1 + p.m2
     rg, vg = (p.m1 * r1 + p.m2 * r2) / m, (p.m1 * v1 + p.m2 * v2) / m
-    L = (p.J1 * qd[2] + p.J2 * th2d + p.m1 * cross2(r1 - rg, v1 - vg)
-         + p.m2 * cross2(r2 - rg, v2 - vg))
+    L = p.J1 * qd[2] + p.J2 * th2d + p.m1 * cross2(r1 - rg, v1 - vg) + p.m2 * cross2(r2 - rg, v2 - vg)
     return rg, vg, L
 
 
@@ -115,13 +117,18 @@ def test_free_flight_com_parabola_and_angular_momentum_converge():
         e_L = np.max(np.abs(L - L0)) / abs(float(p.J2 * p.omega))
         errs.append((e_v, e_y, e_L))
     (v1, y1, l1), (v2, y2, l2) = errs
-    assert v2 < 2e-3 and y2 < 1e-4 and l2 < 2e-2       # rotor momentum m2 e ω = 53 kg·m/s
+    assert v2 < 2e-3 and y2 < 1e-4 and l2 < 2e-2  # rotor momentum m2 e ω = 53 kg·m/s
     assert 1.6 < v1 / v2 < 2.4 and 1.6 < y1 / y2 < 2.4 and 1.6 < l1 / l2 < 2.4
 
 
 def test_static_equilibrium_with_rotor_at_rest():
-    cfg = pc.Config(dt=1e-5, n_saves=100, save_every=100, steady_start_step=0,
-                    outputs=("box_x_m", "box_y_m", "pitch_rad", "normal_force_N", "stuck"))
+    cfg = pc.Config(
+        dt=1e-5,
+        n_saves=100,
+        save_every=100,
+        steady_start_step=0,
+        outputs=("box_x_m", "box_y_m", "pitch_rad", "normal_force_N", "stuck"),
+    )
     p = pc.source_params(1, omega=0.0)
     r = jax.jit(pc.simulate, static_argnums=0)(cfg, p)
     h = {k: np.asarray(v) for k, v in r.history.items()}
@@ -137,8 +144,7 @@ def test_case2_advance_converges_with_dt():
     speeds = []
     for dt in (2e-5, 1e-5, 5e-6):
         n = int(round(0.5 / dt))
-        cfg = pc.Config(dt=dt, n_saves=100, save_every=n // 100, steady_start_step=n // 2,
-                        outputs=("stuck",))
+        cfg = pc.Config(dt=dt, n_saves=100, save_every=n // 100, steady_start_step=n // 2, outputs=("stuck",))
         p = pc.source_params(2, e=0.15)
         r = jax.jit(pc.simulate, static_argnums=0)(cfg, p)
         speeds.append(float(pc.summary(cfg, p, r)["mean_advance_speed_m_per_min"]))
@@ -147,12 +153,12 @@ def test_case2_advance_converges_with_dt():
 
 
 def test_regularised_friction_creeps_where_stick_slip_holds():
-    cfg = pc.Config(dt=1e-5, n_saves=100, save_every=100, steady_start_step=0,
-                    outputs=("slip_velocity_m_per_s",))
+    cfg = pc.Config(dt=1e-5, n_saves=100, save_every=100, steady_start_step=0, outputs=("slip_velocity_m_per_s",))
     out = {}
     for fr in ("stick_slip", "regularised"):
-        r = jax.jit(pc.simulate, static_argnums=0)(pc.Config(**{**cfg.__dict__, "friction": fr}),
-                                                  pc.source_params(2, e=0.10))
+        r = jax.jit(pc.simulate, static_argnums=0)(
+            pc.Config(**{**cfg.__dict__, "friction": fr}), pc.source_params(2, e=0.10)
+        )
         out[fr] = np.max(np.abs(np.asarray(r.history["slip_velocity_m_per_s"])))
     assert out["stick_slip"] < 1e-12 and out["regularised"] > 1e-5
 
@@ -179,11 +185,19 @@ def test_acceleration_level_lcp_reproduces_case2_stick_and_slip_phases():
 @pytest.mark.slow
 def test_hard_ground_spec_columns_and_source_result(tmp_path):
     from jaxclear import spec as specmod, sweep
-    sp = specmod.load("sweeps/plate_compactor_hard_ground.toml",
-                      overrides=["integrator.t_end_s=0.6", "integrator.steady_start_s=0.3"])
+
+    sp = specmod.load(
+        "sweeps/plate_compactor_hard_ground.toml", overrides=["integrator.t_end_s=0.6", "integrator.steady_start_s=0.3"]
+    )
     table, summary, hists = sweep.run(sp, out=tmp_path / "pc", log=None, compile_cache=False)
-    for col in ("rotor_speed_rad_per_s", "eccentricity_m", "mean_advance_speed_m_per_min",
-                "slip_time_fraction", "stick_slip_transitions", "finite"):
+    for col in (
+        "rotor_speed_rad_per_s",
+        "eccentricity_m",
+        "mean_advance_speed_m_per_min",
+        "slip_time_fraction",
+        "stick_slip_transitions",
+        "finite",
+    ):
         assert col in table
     stuck = table["eccentricity_m"] == 0.10
     assert set(table["rotor_speed_rad_per_s"]) == {25.0, -25.0}
@@ -195,6 +209,7 @@ def test_hard_ground_spec_columns_and_source_result(tmp_path):
 
 def test_spec_bad_inputs_name_the_field():
     from jaxclear import spec as specmod, sweep
+
     base = {"sweep": {"name": "pc"}, "model": {"mechanism": "plate_compactor"}}
     with pytest.raises(specmod.SpecError, match="ground.kinetic_friction"):
         specmod.load({**base, "ground": {"static_friction": 0.3, "kinetic_friction": 0.5}})

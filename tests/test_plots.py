@@ -11,8 +11,7 @@ WORN = {
     "profile": {"kind": "fourier", "wear_order": 2, "n_points": 24},
     "integrator": {"dt_s": 2e-6, "t_end_s": 2.0e-3, "save_every": 25, "chunk_size": 4},
     "outputs": {"plot_variants": 4},
-    "axes": {"joint.clearance_m": {"values": [0.5e-3, 0.1e-3]},
-             "profile.wear_depth_m": {"values": [0.0, 5e-5]}},
+    "axes": {"joint.clearance_m": {"values": [0.5e-3, 0.1e-3]}, "profile.wear_depth_m": {"values": [0.0, 5e-5]}},
 }
 
 
@@ -55,10 +54,9 @@ def test_orbit_plot_draws_each_variants_own_bore(worn):
     """The journal-centre limit of a worn bore reaches (c + w)/c along the wear axis (Fourier
     order-2 wear at 0°) and stays at 1 across it; the unworn bore is the unit circle."""
     _, table, summary, _ = worn
-    b = plots.bore_boundaries(sweep.load(worn[0]).spec, table, [0, 1, 3], ["joint.clearance_m",
-                                                                            "profile.wear_depth_m"])
+    b = plots.bore_boundaries(sweep.load(worn[0]).spec, table, [0, 1, 3], ["joint.clearance_m", "profile.wear_depth_m"])
     r = {i: np.hypot(*b[i]) for i in b}
-    np.testing.assert_allclose(r[0], 1.0, rtol=1e-9)            # c = 0.5 mm, no wear
+    np.testing.assert_allclose(r[0], 1.0, rtol=1e-9)  # c = 0.5 mm, no wear
     assert r[1].max() == pytest.approx(1 + 5e-5 / 0.5e-3, rel=1e-6)
     assert r[3].max() == pytest.approx(1 + 5e-5 / 0.1e-3, rel=1e-6)
     assert r[3].min() == pytest.approx(1.0, rel=1e-6)
@@ -67,8 +65,12 @@ def test_orbit_plot_draws_each_variants_own_bore(worn):
 def test_maps_one_panel_per_value_of_the_third_axis():
     rng = np.random.default_rng(0)
     c, n, w = np.meshgrid([1e-5, 1e-4, 1e-3], [1000.0, 3000.0], [0.0, 1e-5, 2e-5], indexing="ij")
-    table = {"clearance_m": c.ravel(), "crank_speed_rpm": n.ravel(), "wear_depth_m": w.ravel(),
-             "daf_x": rng.uniform(1, 5, c.size)}
+    table = {
+        "clearance_m": c.ravel(),
+        "crank_speed_rpm": n.ravel(),
+        "wear_depth_m": w.ravel(),
+        "daf_x": rng.uniform(1, 5, c.size),
+    }
     fig = plots.amplification_maps(table, "clearance_m", "crank_speed_rpm", "daf_x", facet="wear_depth_m")
     panels = [a for a in fig.axes if a.get_title()]
     assert [a.get_title() for a in panels] == ["wear depth 0 mm", "wear depth 0.01 mm", "wear depth 0.02 mm"]
@@ -85,11 +87,12 @@ def test_maps_one_panel_per_value_of_the_third_axis():
 def _longest_blank_band(png):
     """Longest run of entirely white pixel rows between the first and the last row with ink."""
     import matplotlib.image as mpimg
+
     img = mpimg.imread(png)
     blank = (img[..., :3] > 0.99).all(axis=(1, 2))
     ink = np.nonzero(~blank)[0]
     run = best = 0
-    for b in blank[ink[0]:ink[-1] + 1]:
+    for b in blank[ink[0] : ink[-1] + 1]:
         run = run + 1 if b else 0
         best = max(best, run)
     return best
@@ -108,13 +111,14 @@ def test_orbit_legend_sits_under_the_axes_without_a_blank_band(worn):
     leg = ax.get_legend().get_window_extent(r)
     note = next(c for c in ax.texts if c.get_text() == "sampling note").get_window_extent(r)
     xlab = ax.xaxis.get_tightbbox(r)
-    assert leg.y1 < xlab.y0 and xlab.y0 - leg.y1 < 10          # pixels (display units)
+    assert leg.y1 < xlab.y0 and xlab.y0 - leg.y1 < 10  # pixels (display units)
     assert note.y1 < leg.y0 and leg.y0 - note.y1 < 15
     plots.plt.close(fig)
 
 
 def test_orbits_are_normalised_by_the_plotted_joints_own_clearance():
     from jaxclear import plots
+
     spec = {"joint": {"clearance_m": 2.5e-4}, "joints": {"D": {"clearance_m": 1e-4}}}
     table = {"D.clearance_m": np.array([1e-4, 5e-4]), "finite": np.array([True, True])}
     np.testing.assert_array_equal(plots.joint_clearance(spec, table, "D"), [1e-4, 5e-4])

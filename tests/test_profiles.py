@@ -105,11 +105,15 @@ def test_profiles_differentiable():
         p3 = profiles.ellipse(ab[0], ab[1], 64, 0.3)
         return profiles.min_radius(p1) + p1[10, 0] + jnp.sum(p2**2) + jnp.sum(p3) + profiles.min_radius(p3)
 
-    g = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))(3e-5, jnp.array([1e-5, 2e-5, 0.0]), jnp.array([0.0102, 0.01]), 0.5)
+    g = jax.jit(jax.grad(loss, argnums=(0, 1, 2, 3)))(
+        3e-5, jnp.array([1e-5, 2e-5, 0.0]), jnp.array([0.0102, 0.01]), 0.5
+    )
     assert all(np.all(np.isfinite(np.asarray(x))) for x in g)
     # d r / d depth at θ_10 is the patch shape ½(1 + cos(πΔ/w)) times cos θ_10
     th, dl = 2 * np.pi * 10 / 64, 2 * np.pi * 10 / 64 - 1.0
-    np.testing.assert_allclose(float(g[0]), 0.5 * (1 + np.cos(np.pi * dl / 0.5)) * np.cos(th) if abs(dl) < 0.5 else 0.0, atol=1e-12)
+    np.testing.assert_allclose(
+        float(g[0]), 0.5 * (1 + np.cos(np.pi * dl / 0.5)) * np.cos(th) if abs(dl) < 0.5 else 0.0, atol=1e-12
+    )
     # tracing skips the checks on values
     out = jax.vmap(lambda r: profiles.circle(r, 12))(jnp.array([0.01, 0.02]))
     assert out.shape == (2, 12, 2)

@@ -19,9 +19,15 @@ from jaxclear.schema import POSITIVE, Param, Table
 
 OUTPUT_CHANNELS = {"position_m": "x", "velocity_m_per_s": "ẋ"}
 TABLES = [
-    Table("model", (Param("mechanism", "toy_oscillator"), Param("mass_kg", 1.0, range=POSITIVE, field="m"),
-                    Param("stiffness_N_per_m", 100.0, range=POSITIVE, field="k"),
-                    Param("initial_position_m", 0.01, range=(-1.0, 1.0, True), field="x0"))),
+    Table(
+        "model",
+        (
+            Param("mechanism", "toy_oscillator"),
+            Param("mass_kg", 1.0, range=POSITIVE, field="m"),
+            Param("stiffness_N_per_m", 100.0, range=POSITIVE, field="k"),
+            Param("initial_position_m", 0.01, range=(-1.0, 1.0, True), field="x0"),
+        ),
+    ),
     specmod.integrator_table(integrate.SCHEMES, "leapfrog", dt_s=1e-3, t_end_s=1.0, save_every=10),
     specmod.outputs_table(OUTPUT_CHANNELS, ["position_m"], plot_variants=0, plots=False),
 ]
@@ -56,8 +62,13 @@ def t_end(spec, cols):
 def make_config(spec, t_end):
     it = spec["integrator"]
     n = max(1, math.ceil(t_end / it["dt_s"] - 1e-9))
-    return Config(it["dt_s"], it["save_every"], max(1, math.ceil(n / it["save_every"])), it["scheme"],
-                  tuple(spec["outputs"]["histories"]))
+    return Config(
+        it["dt_s"],
+        it["save_every"],
+        max(1, math.ceil(n / it["save_every"])),
+        it["scheme"],
+        tuple(spec["outputs"]["histories"]),
+    )
 
 
 def params(spec, cfg, flat, dtype, t_end):
@@ -68,12 +79,14 @@ def check_params(spec, cfg, p, name):
     bound = np.asarray(integrate.stability_bound(cfg.scheme, p.k, p.m))
     if np.any(cfg.dt > bound):
         i = int(np.argmin(bound))
-        raise specmod.SpecError(f"integrator.dt_s = {cfg.dt:g} exceeds the stability bound {bound[i]:.3g} s "
-                                f"({name(i)})")
+        raise specmod.SpecError(
+            f"integrator.dt_s = {cfg.dt:g} exceeds the stability bound {bound[i]:.3g} s ({name(i)})"
+        )
 
 
 def simulate(cfg, p):
     """m ẍ = −k x from rest at x0: peak |x| and the final energy ½mẋ² + ½kx² [J]."""
+
     def accel(pp, q, v, aux, t):
         a = -pp.k * q / pp.m
         return a, aux, (q, v)
@@ -91,9 +104,11 @@ def simulate(cfg, p):
 def chunk_metrics(spec, cfg, p, res, n_real, t_end):
     e0 = 0.5 * np.asarray(p.k) * np.asarray(p.x0) ** 2
     energy = np.asarray(res.energy)
-    return {"peak_position_m": np.asarray(res.peak)[:n_real],
-            "energy_error": ((energy - e0) / e0)[:n_real],
-            "finite": np.isfinite(energy)[:n_real]}
+    return {
+        "peak_position_m": np.asarray(res.peak)[:n_real],
+        "energy_error": ((energy - e0) / e0)[:n_real],
+        "finite": np.isfinite(energy)[:n_real],
+    }
 
 
 def joint_names(cfg):
@@ -101,6 +116,7 @@ def joint_names(cfg):
 
 
 # ---------------------------------------------------------------- tests
+
 
 @pytest.fixture(autouse=True, scope="module")
 def toy():
@@ -111,8 +127,12 @@ def toy():
 
 
 def toy_spec(**axes):
-    return {"model": {"mechanism": "toy_oscillator"}, "sweep": {"name": "toy"},
-            "integrator": {"chunk_size": 2}, "axes": axes}
+    return {
+        "model": {"mechanism": "toy_oscillator"},
+        "sweep": {"name": "toy"},
+        "integrator": {"chunk_size": 2},
+        "axes": axes,
+    }
 
 
 def test_unknown_mechanism_names_the_registered_ones():
@@ -147,7 +167,7 @@ def test_toy_sweep_runs_stores_and_resumes(tmp_path):
     assert list(table) == ["stiffness_N_per_m", "peak_position_m", "energy_error", "finite"]
     # leapfrog conserves a shadow energy: |ΔE/E| = O((ω dt)²), ω = √(k/m) = 10, 20, 30 rad/s
     w_dt = np.sqrt(table["stiffness_N_per_m"]) * 1e-3
-    assert np.all(np.abs(table["energy_error"]) < w_dt ** 2) and np.all(table["finite"])
+    assert np.all(np.abs(table["energy_error"]) < w_dt**2) and np.all(table["finite"])
     np.testing.assert_allclose(table["peak_position_m"], 0.01, rtol=1e-12)
     assert hists["position_m"].shape == (3, 100)
     x = hists["position_m"][0]
@@ -167,16 +187,20 @@ def test_estimate_without_probe(tmp_path, capsys):
     """`jaxclear plan --json --no-probe` on the toy: every figure follows from the spec (3
     variants in chunks of 2, 1 s at 1 ms, a save every 10 steps of one float64 channel)."""
     path = tmp_path / "toy.toml"
-    path.write_text('[sweep]\nname = "toy"\n[model]\nmechanism = "toy_oscillator"\n'
-                    '[integrator]\nchunk_size = 2\n'
-                    '[axes]\n"model.stiffness_N_per_m" = { values = [100.0, 400.0, 900.0] }\n')
+    path.write_text(
+        '[sweep]\nname = "toy"\n[model]\nmechanism = "toy_oscillator"\n'
+        "[integrator]\nchunk_size = 2\n"
+        '[axes]\n"model.stiffness_N_per_m" = { values = [100.0, 400.0, 900.0] }\n'
+    )
     from jaxclear import cli
+
     assert cli.main(["plan", str(path), "--json", "--no-probe"]) == 0
     e = json.loads(capsys.readouterr().out)
     assert e == sweep.estimate(specmod.load(path), probe_steps=0)  # the printed JSON is the estimate
     assert (e["name"], e["mechanism"], e["precision"], e["scheme"]) == ("toy", "toy_oscillator", "float64", "leapfrog")
-    assert e["axes"] == [{"name": "model.stiffness_N_per_m", "kind": "values", "count": 3, "zip": None,
-                          "min": 100.0, "max": 900.0}]
+    assert e["axes"] == [
+        {"name": "model.stiffness_N_per_m", "kind": "values", "count": 3, "zip": None, "min": 100.0, "max": 900.0}
+    ]
     assert (e["n_variants"], e["chunk_size"], e["n_chunks"], e["padding"]) == (3, 2, 2, 1)
     assert (e["steps_per_variant"], e["dt_s"], e["t_end_s"]) == (1000, 1e-3, pytest.approx(1.0, rel=1e-12))
     assert (e["save_every"], e["n_saves"], e["channels"]) == (10, 100, ["position_m"])
@@ -187,7 +211,16 @@ def test_estimate_without_probe(tmp_path, capsys):
     assert e["memory_bytes_per_chunk"] == e["params_bytes_per_chunk"] + e["output_bytes_per_chunk"]
     assert e["history_bytes"] == 3 * 100 * 8 and e["store_bytes"] == e["history_bytes"] + e["metrics_bytes"]
     # nothing probed: no compile, no time, no temporaries
-    assert e["probe_steps"] == 0 and all(e[k] is None for k in (
-        "compile_s", "probe_run_s", "variant_steps_per_s", "run_s_per_chunk", "run_s", "total_s",
-        "temp_bytes_per_chunk"))
+    assert e["probe_steps"] == 0 and all(
+        e[k] is None
+        for k in (
+            "compile_s",
+            "probe_run_s",
+            "variant_steps_per_s",
+            "run_s_per_chunk",
+            "run_s",
+            "total_s",
+            "temp_bytes_per_chunk",
+        )
+    )
     assert e["device_count"] >= 1 and isinstance(e["device_kind"], str)

@@ -11,12 +11,16 @@ from jaxclear import spec as specmod, sweep
 
 
 def _spec():
-    return {"sweep": {"name": "rotor_test"}, "model": {"mechanism": "rotor_two_bearings"},
-            "integrator": {"dt_s": 5e-6, "t_end_s": 0.04, "save_every": 10},
-            "outputs": {"histories": ["journal_a_x_m", "journal_a_y_m", "journal_b_x_m", "journal_b_y_m"],
-                        "plots": False},
-            "axes": {"model.static_unbalance_kg_m": {"values": [2e-3, 0.0], "zip": "u"},
-                     "model.couple_unbalance_kg_m2": {"values": [0.0, 5e-4], "zip": "u"}}}
+    return {
+        "sweep": {"name": "rotor_test"},
+        "model": {"mechanism": "rotor_two_bearings"},
+        "integrator": {"dt_s": 5e-6, "t_end_s": 0.04, "save_every": 10},
+        "outputs": {"histories": ["journal_a_x_m", "journal_a_y_m", "journal_b_x_m", "journal_b_y_m"], "plots": False},
+        "axes": {
+            "model.static_unbalance_kg_m": {"values": [2e-3, 0.0], "zip": "u"},
+            "model.couple_unbalance_kg_m2": {"values": [0.0, 5e-4], "zip": "u"},
+        },
+    }
 
 
 def test_spec_error_names_the_field():
@@ -28,6 +32,7 @@ def test_spec_error_names_the_field():
 
 def test_impact_velocity_reaches_the_joints():
     from jaxclear.mechanisms import rotor_two_bearings as rt
+
     absent = specmod.load(_spec())
     assert "impact_velocity" not in absent["laws"]  # optional: the hash of specs without it is kept
     assert rt.make_config(absent, 0.01).joint.impact_velocity == "episode_max"
@@ -57,23 +62,31 @@ def test_static_and_couple_unbalance_whirl_cylindrical_and_conical(tmp_path):
 
 
 def _base_spec(amplitudes, f_hz=50.0, t_end=0.08):
-    return {"sweep": {"name": "rotor_base"},
-            "model": {"mechanism": "rotor_two_bearings", "speed_rpm": 0.0, "static_unbalance_kg_m": 0.0,
-                      "base_frequency_hz": f_hz},
-            "integrator": {"dt_s": 1e-5, "t_end_s": t_end, "save_every": 2},
-            "outputs": {"histories": ["base_y_m", "bearing_force_y_N", "journal_a_y_m", "journal_b_y_m"],
-                        "plots": False},
-            "axes": {"model.base_amplitude_m": {"values": list(amplitudes)}}}
+    return {
+        "sweep": {"name": "rotor_base"},
+        "model": {
+            "mechanism": "rotor_two_bearings",
+            "speed_rpm": 0.0,
+            "static_unbalance_kg_m": 0.0,
+            "base_frequency_hz": f_hz,
+        },
+        "integrator": {"dt_s": 1e-5, "t_end_s": t_end, "save_every": 2},
+        "outputs": {"histories": ["base_y_m", "bearing_force_y_N", "journal_a_y_m", "journal_b_y_m"], "plots": False},
+        "axes": {"model.base_amplitude_m": {"values": list(amplitudes)}},
+    }
 
 
 def test_base_excitation_spec_errors_and_hash():
     from jaxclear.mechanisms import rotor_two_bearings as rt
+
     model = {"mechanism": "rotor_two_bearings"}
     with pytest.raises(specmod.SpecError, match=r"model.base_amplitude_m is given but model.base_frequency_hz is not"):
         specmod.load({"model": {**model, "base_amplitude_m": 1e-4}})
     with pytest.raises(specmod.SpecError, match=r"model.base_frequency_hz is given but model.base_amplitude_m is not"):
         specmod.load({"model": {**model, "base_frequency_hz": 50.0}})
-    with pytest.raises(specmod.SpecError, match=r"model.base_amplitude_m = -0.0001 is outside the allowed range \[0, 1\]"):
+    with pytest.raises(
+        specmod.SpecError, match=r"model.base_amplitude_m = -0.0001 is outside the allowed range \[0, 1\]"
+    ):
         specmod.load({"model": {**model, "base_amplitude_m": -1e-4, "base_frequency_hz": 50.0}})
     with pytest.raises(specmod.SpecError, match=r"model.base_frequency_hz = -50.0 is outside the allowed range"):
         specmod.load({"model": {**model, "base_amplitude_m": 1e-4, "base_frequency_hz": -50.0}})
@@ -84,12 +97,15 @@ def test_base_excitation_spec_errors_and_hash():
     absent = specmod.load(_spec())
     assert "base_amplitude_m" not in absent["model"] and not rt.make_config(absent, 0.01).base
     from pathlib import Path
+
     shipped = specmod.load(Path(__file__).resolve().parent.parent / "sweeps" / "rotor_two_bearings.toml")
     assert specmod.spec_hash(shipped) == "d109db6ee179570c"  # before the base keys were declared
 
 
-_RAW = {"model": {"mechanism": "rotor_two_bearings", "static_unbalance_kg_m": 2e-3, "misalignment_y_deg": 0.05},
-        "integrator": {"t_end_s": 2e-3}}
+_RAW = {
+    "model": {"mechanism": "rotor_two_bearings", "static_unbalance_kg_m": 2e-3, "misalignment_y_deg": 0.05},
+    "integrator": {"t_end_s": 2e-3},
+}
 
 
 def _run_rotor(cfg, p, step, s0):
@@ -112,6 +128,7 @@ def test_clamped_frame_is_todays_model_bit_for_bit():
     import jax.numpy as jnp
     from jaxclear import cylindrical_joint as cj, rigid3d
     from jaxclear.mechanisms import rotor_two_bearings as rt
+
     t_end = 2e-3
     sp = specmod.load(_RAW)
     cfg = rt.make_config(sp, t_end)
@@ -124,7 +141,7 @@ def test_clamped_frame_is_todays_model_bit_for_bit():
         kin = cj.Kinematics(z3, eye, z3, z3, q.x[0], R, v.v[0], rigid3d.rotate(q.quat[0], v.w[0]))
         fa, ma = cj.evaluate(cfg.joint, rt._joint_params(p, 0), kin, memory[:4])
         fb, mb = cj.evaluate(cfg.joint, rt._joint_params(p, 1), kin, memory[4:])
-        k, w2 = p.motor_stiffness, p.speed ** 2
+        k, w2 = p.motor_stiffness, p.speed**2
         c = 2.0 * p.motor_damping * jnp.sqrt(k * p.inertia_polar)
         e = 2.0 * jnp.arctan2(q.quat[0, 3], q.quat[0, 0]) - p.speed * t
         e = jnp.arctan2(jnp.sin(e), jnp.cos(e))
@@ -134,9 +151,13 @@ def test_clamped_frame_is_todays_model_bit_for_bit():
         return F[None], M[None], jnp.concatenate([ma, mb]), (fa, fb)
 
     mass, inertia = p.mass[None], jnp.stack([p.inertia_transverse, p.inertia_transverse, p.inertia_polar])[None]
-    s0 = rigid3d.initial_state(rigid3d.make_accel(mass, inertia, loads), p,
-                               rigid3d.Pose(jnp.zeros((1, 3)), jnp.array([[1.0, 0.0, 0.0, 0.0]])),
-                               rigid3d.Twist(jnp.zeros((1, 3)), jnp.stack([0.0, 0.0, p.speed])[None]), jnp.zeros(8))
+    s0 = rigid3d.initial_state(
+        rigid3d.make_accel(mass, inertia, loads),
+        p,
+        rigid3d.Pose(jnp.zeros((1, 3)), jnp.array([[1.0, 0.0, 0.0, 0.0]])),
+        rigid3d.Twist(jnp.zeros((1, 3)), jnp.stack([0.0, 0.0, p.speed])[None]),
+        jnp.zeros(8),
+    )
     ref = _run_rotor(cfg, p, rigid3d.make_step(cfg.scheme, mass, inertia, loads, cfg.dt), s0)
     ours = _run_rotor(cfg, p, rt.make_step(cfg), rt.initial_state(cfg, p))
     assert float(np.max(ref[4])) > 10.0  # the journals have hit the bushings
@@ -148,6 +169,7 @@ def test_frame_at_rest_on_the_moving_frame_path_is_the_clamped_model():
     """The base keys given with A = 0 (the moving-frame path at rest) equal the clamped model to
     rounding."""
     from jaxclear.mechanisms import rotor_two_bearings as rt
+
     out = []
     for model in ({}, {"base_amplitude_m": 0.0, "base_frequency_hz": 50.0}):
         sp = specmod.load({**_RAW, "model": {**_RAW["model"], **model}})
@@ -159,6 +181,7 @@ def test_frame_at_rest_on_the_moving_frame_path_is_the_clamped_model():
     for a, b in zip(*out):
         np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * max(float(np.max(np.abs(a))), 1e-30))
 
+
 def test_base_excitation_bearing_force_follows_the_frame_and_lifts_off_above_g(tmp_path):
     """Frame y_b = A sin(2π f t) at f = 50 Hz (far below the rotor-on-contact resonance, ~1 kHz),
     the rotor not spinning, no unbalance, resting on the bottom under gravity.  A (2π f)² = g/2:
@@ -167,7 +190,7 @@ def test_base_excitation_bearing_force_follows_the_frame_and_lifts_off_above_g(t
     f_hz = 50.0
     om = 2 * math.pi * f_hz
     g, m = 9.81, 3.930428  # the default rotor
-    amps = [0.5 * g / om ** 2, 2.0 * g / om ** 2]
+    amps = [0.5 * g / om**2, 2.0 * g / om**2]
     table, summary, hists = sweep.run(_base_spec(amps, f_hz), out=tmp_path / "r", log=None, compile_cache=False)
     assert np.all(table["finite"])
     t = np.asarray(sweep.load(tmp_path / "r").t_s)
@@ -178,7 +201,7 @@ def test_base_excitation_bearing_force_follows_the_frame_and_lifts_off_above_g(t
     X = np.stack([np.ones(last.sum()), np.sin(om * t[last]), np.cos(om * t[last])], 1)
     mean, s, c = np.linalg.lstsq(X, fy[0, last], rcond=None)[0]
     assert abs(mean / (m * g) - 1) < 0.01, mean
-    assert abs(-s / (m * amps[0] * om ** 2) - 1) < 0.03 and abs(c) < 0.03 * m * amps[0] * om ** 2, (s, c)
+    assert abs(-s / (m * amps[0] * om**2) - 1) < 0.03 and abs(c) < 0.03 * m * amps[0] * om**2, (s, c)
     assert fy[0, last].min() > 0.4 * m * g  # never off the bottom
     # offsets relative to the moving bushings: the journals stay on the bottom (y ≈ −c) while the frame moves ±A
     clear = 50e-6

@@ -45,8 +45,15 @@ def test_smooth_peak_bounds_and_gradient():
 @pytest.fixture(scope="module")
 def circle_model():
     spec = specmod.load(SPEC, CIRCLE)
-    keys = ["joint.clearance_m", "laws.restitution", "laws.friction_coefficient", "model.crank_speed_rpm",
-            "model.rod_mass_kg", "laws.youngs_modulus_Pa", "joint.journal_radius_m"]
+    keys = [
+        "joint.clearance_m",
+        "laws.restitution",
+        "laws.friction_coefficient",
+        "model.crank_speed_rpm",
+        "model.rod_mass_kg",
+        "laws.youngs_modulus_Pa",
+        "joint.journal_radius_m",
+    ]
     pl = sweep.plan(spec)
     f = S.metric_function(spec, pl, keys)
     x0 = jnp.asarray([sweep.flat_values(spec)[k] for k in keys])
@@ -114,10 +121,18 @@ def test_measured_points_directional_derivative(tmp_path):
     n = 24
     th = np.arange(n) * 2 * np.pi / n
     rb = 0.010 + 0.25e-3 + 20e-6 * np.cos(2 * th)
-    (tmp_path / "bush.csv").write_text("x_m,y_m\n" + "".join(f"{float(r * math.cos(t))!r},{float(r * math.sin(t))!r}\n"
-                                                          for r, t in zip(rb, th)))
-    spec = specmod.load(SPEC, ["profile.kind='measured'", f"profile.path='{tmp_path / 'bush.csv'}'",
-                               f"profile.n_points={n}", "integrator.t_end_s=0.0015"])
+    (tmp_path / "bush.csv").write_text(
+        "x_m,y_m\n" + "".join(f"{float(r * math.cos(t))!r},{float(r * math.sin(t))!r}\n" for r, t in zip(rb, th))
+    )
+    spec = specmod.load(
+        SPEC,
+        [
+            "profile.kind='measured'",
+            f"profile.path='{tmp_path / 'bush.csv'}'",
+            f"profile.n_points={n}",
+            "integrator.t_end_s=0.0015",
+        ],
+    )
     res = S.compute(spec, ["profile.points"], mode="auto")
     assert res["mode"] == "reverse" and len(res["keys"]) == n and res["finite"].all()
     m = "smooth_peak_contact_force_N"
@@ -139,6 +154,7 @@ def test_gradients_finite_through_contact_onset():
     cfg0 = sweep.plan(spec).cfg
     # find the first onset step of this variant
     from jaxclear.mechanisms import slider_crank as sc
+
     p = sweep.batch_params(spec, sweep.plan(spec), np.arange(1))
     p1 = jax.tree_util.tree_map(lambda x: x[0], p)
     r = sc.simulate(replace(cfg0, outputs=("penetration_m",), n_saves=2000, save_every=1), p1)
@@ -155,17 +171,36 @@ def test_gradients_finite_through_contact_onset():
 
 
 def test_cli_sensitivity_writes_csv_json_plot(tmp_path, capsys):
-    rc = cli.main(["sensitivity", SPEC, "--set", "profile.kind='circle'", "--set", "integrator.t_end_s=0.001",
-                   "--wrt", "joint.clearance_m,laws.restitution", "--out", str(tmp_path), "--quiet"])
+    rc = cli.main(
+        [
+            "sensitivity",
+            SPEC,
+            "--set",
+            "profile.kind='circle'",
+            "--set",
+            "integrator.t_end_s=0.001",
+            "--wrt",
+            "joint.clearance_m,laws.restitution",
+            "--out",
+            str(tmp_path),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     rows = list(csv.DictReader(open(tmp_path / "sensitivity.csv")))
     assert len(rows) == 1
-    for col in ("peak_contact_force_N", "smooth_peak_contact_force_N", "d(peak_contact_force_N)/d(joint.clearance_m)",
-                "d(smooth_peak_contact_force_N)/d(laws.restitution)", "d(daf_contact_force)/d(joint.clearance_m)"):
+    for col in (
+        "peak_contact_force_N",
+        "smooth_peak_contact_force_N",
+        "d(peak_contact_force_N)/d(joint.clearance_m)",
+        "d(smooth_peak_contact_force_N)/d(laws.restitution)",
+        "d(daf_contact_force)/d(joint.clearance_m)",
+    ):
         assert col in rows[0] and math.isfinite(float(rows[0][col]))
     doc = json.loads((tmp_path / "sensitivity.json").read_text())
-    assert doc["variants"][0]["gradients"]["smooth_peak_contact_force_N"]["joint.clearance_m"] == \
-        pytest.approx(float(rows[0]["d(smooth_peak_contact_force_N)/d(joint.clearance_m)"]))
+    assert doc["variants"][0]["gradients"]["smooth_peak_contact_force_N"]["joint.clearance_m"] == pytest.approx(
+        float(rows[0]["d(smooth_peak_contact_force_N)/d(joint.clearance_m)"])
+    )
     assert (tmp_path / "tornado.png").stat().st_size > 1000
     rc = cli.main(["sensitivity", SPEC, "--wrt", "joint.clearnce_m", "--out", str(tmp_path)])
     assert rc == 2 and "joint.clearance_m" in capsys.readouterr().err

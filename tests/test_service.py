@@ -70,8 +70,23 @@ class Server:
     def start(self):
         self.log = open(self.data.parent / f"serve-{self.port}.log", "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jaxclear.cli", "serve", "--port", str(self.port), "--data", str(self.data),
-             "--cache-dir", str(self.cache), *self.extra], cwd=ROOT, stdout=self.log, stderr=self.log)
+            [
+                sys.executable,
+                "-m",
+                "jaxclear.cli",
+                "serve",
+                "--port",
+                str(self.port),
+                "--data",
+                str(self.data),
+                "--cache-dir",
+                str(self.cache),
+                *self.extra,
+            ],
+            cwd=ROOT,
+            stdout=self.log,
+            stderr=self.log,
+        )
         t0 = time.monotonic()
         while time.monotonic() - t0 < 60:
             assert self.proc.poll() is None, (self.data.parent / f"serve-{self.port}.log").read_text()
@@ -157,8 +172,13 @@ def test_submit_poll_fetch_equals_local_run(client, dirs, tmp_path):
     # the same spec run locally by the CLI
     out = tmp_path / "local"
     env = dict(os.environ, JAXCLEAR_CACHE_DIR=str(cache))
-    subprocess.run([sys.executable, "-m", "jaxclear.cli", "run", str(spec_file), "--set", sets[0], "--out", str(out),
-                    "--quiet"], cwd=ROOT, env=env, check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "jaxclear.cli", "run", str(spec_file), "--set", sets[0], "--out", str(out), "--quiet"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     local = parse_csv((out / "metrics.csv").read_text())
     assert list(local) == remote.columns
     for k in local:
@@ -166,26 +186,52 @@ def test_submit_poll_fetch_equals_local_run(client, dirs, tmp_path):
     assert job.summary()["spec_hash"] == json.loads((out / "summary.json").read_text())["spec_hash"]
     # the store travels too, and loads with sweep.load
     from jaxclear import sweep
+
     st = job.download_store(tmp_path / "dl")
     r = sweep.load(st / "store.zarr")
     assert r.complete
     np.testing.assert_array_equal(r.metrics["peak_contact_force_N"], local["peak_contact_force_N"])
     # a second job of the same structure (other values, JSON) compiles nothing in the warm worker
-    job2 = client.submit({"sweep": {"name": "tiny2"}, "integrator": {"dt_s": 2e-6, "t_end_s": 4e-3, "save_every": 100,
-                                                                      "chunk_size": 2},
-                          "outputs": {"plots": False},
-                          "axes": {"joint.clearance_m": {"values": [1.5e-4, 2.5e-4, 3.5e-4, 4.5e-4]}}})
+    job2 = client.submit(
+        {
+            "sweep": {"name": "tiny2"},
+            "integrator": {"dt_s": 2e-6, "t_end_s": 4e-3, "save_every": 100, "chunk_size": 2},
+            "outputs": {"plots": False},
+            "axes": {"joint.clearance_m": {"values": [1.5e-4, 2.5e-4, 3.5e-4, 4.5e-4]}},
+        }
+    )
     s2 = job2.wait(timeout=120)
     assert s2["compile_s"] == 0.0 and job.status()["compile_s"] > 0.0
     assert not np.array_equal(job2.metrics()["peak_contact_force_N"], remote["peak_contact_force_N"])
     # CLI submit / status against the server
     env = dict(os.environ, JAXCLEAR_TOKEN=TOKEN)
-    r = subprocess.run([sys.executable, "-m", "jaxclear.cli", "submit", str(spec_file), "--server", client.url,
-                        "--set", "laws.restitution=0.8", "--wait"], cwd=ROOT, env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jaxclear.cli",
+            "submit",
+            str(spec_file),
+            "--server",
+            client.url,
+            "--set",
+            "laws.restitution=0.8",
+            "--wait",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     jid = r.stdout.split()[0]
-    r = subprocess.run([sys.executable, "-m", "jaxclear.cli", "status", jid, "--server", client.url, "--json"],
-                       cwd=ROOT, env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxclear.cli", "status", jid, "--server", client.url, "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0 and json.loads(r.stdout)["status"] == "done"
 
 
@@ -218,9 +264,18 @@ def test_planet_pin_sweep_through_the_service(client):
     assert len(m) == 2 and job.summary()["mechanism"] == "planet_pin"
     np.testing.assert_array_equal(m["carrier_speed_rpm"], [0.0, 1000.0])
     finite = [f"peak_contact_force_{c}_N" for c in ("top", "bottom", "axial_top", "axial_bottom")] + [
-        "smooth_peak_contact_force_N", "impacts_top", "impacts_bottom", "impacts_axial", "max_penetration_m",
-        "max_tilt_rad", "first_impact_time_s", "settle_time_after_loading_s", "settle_time_after_reversal_s",
-        "hold_resisting_torque_N_m", "peak_resisting_torque_N_m"]
+        "smooth_peak_contact_force_N",
+        "impacts_top",
+        "impacts_bottom",
+        "impacts_axial",
+        "max_penetration_m",
+        "max_tilt_rad",
+        "first_impact_time_s",
+        "settle_time_after_loading_s",
+        "settle_time_after_reversal_s",
+        "hold_resisting_torque_N_m",
+        "peak_resisting_torque_N_m",
+    ]
     assert set(m.columns) == {"carrier_speed_rpm", "finite", *finite}
     for k in finite:
         assert np.all(np.isfinite(np.asarray(m[k], float))), (k, m[k])
@@ -250,15 +305,17 @@ def test_bad_requests_are_4xx_naming_the_problem(server, client):
     assert code == 415 and "application/toml" in b["detail"]
     code, b = _raw(server, "POST", "/api/jobs", ok_spec + b"#" * 20000, toml)
     assert code == 413 and "20000" in b["detail"]
-    big = TINY.replace('{ values = [1e-4, 2e-4, 3e-4, 5e-4] }', '{ logspace = [1e-4, 5e-4, 64] }')
+    big = TINY.replace("{ values = [1e-4, 2e-4, 3e-4, 5e-4] }", "{ logspace = [1e-4, 5e-4, 64] }")
     code, b = _raw(server, "POST", "/api/jobs", big.encode(), toml)
     assert code == 422 and "64 variants" in b["detail"] and "--max-variants" in b["detail"]
-    huge = TINY.replace('{ values = [1e-4, 2e-4, 3e-4, 5e-4] }', '{ logspace = [1e-4, 5e-4, 100000000] }')
+    huge = TINY.replace("{ values = [1e-4, 2e-4, 3e-4, 5e-4] }", "{ logspace = [1e-4, 5e-4, 100000000] }")
     code, b = _raw(server, "POST", "/api/jobs", huge.encode(), toml)  # counted, not built
     assert code == 422 and "100000000 variants" in b["detail"]
     code, b = _raw(server, "POST", "/api/jobs", TINY.replace("t_end_s = 4e-3", "t_end_s = 1e5").encode(), toml)
     assert code == 422 and "GiB" in b["detail"] and "--max-store-bytes" in b["detail"]
-    code, b = _raw(server, "POST", "/api/jobs", (TINY + '\n[profile]\nkind = "measured"\npath = "/etc/passwd"\n').encode(), toml)
+    code, b = _raw(
+        server, "POST", "/api/jobs", (TINY + '\n[profile]\nkind = "measured"\npath = "/etc/passwd"\n').encode(), toml
+    )
     assert code == 422 and "profile.path" in b["detail"]
     # tokens
     for path in ("/api/jobs", "/", "/openapi.json"):
@@ -272,9 +329,19 @@ def test_bad_requests_are_4xx_naming_the_problem(server, client):
     jid = job.id
     assert _raw(server, "GET", "/api/jobs/AAAAAAAAAAAAAAAAAAAAAA")[0] == 404
     assert _raw(server, "GET", "/api/jobs/../../etc/passwd")[0] == 404
-    for p in ("../spec.json", "..%2Fspec.json", "%2e%2e/%2e%2e/queue.sqlite", "..%5c..%5cqueue.sqlite",
-              "/etc/passwd", "%2Fetc%2Fpasswd", "plots/../../spec.json", "store.zarr/../../spec.json",
-              "nonexistent.csv", "store.zarr", "plots"):
+    for p in (
+        "../spec.json",
+        "..%2Fspec.json",
+        "%2e%2e/%2e%2e/queue.sqlite",
+        "..%5c..%5cqueue.sqlite",
+        "/etc/passwd",
+        "%2Fetc%2Fpasswd",
+        "plots/../../spec.json",
+        "store.zarr/../../spec.json",
+        "nonexistent.csv",
+        "store.zarr",
+        "plots",
+    ):
         code, b = _raw(server, "GET", f"/api/jobs/{jid}/files/{p}")
         assert code == 404, (p, code, b)
         assert isinstance(b, dict) and "detail" in b
@@ -291,9 +358,25 @@ def test_bad_requests_are_4xx_naming_the_problem(server, client):
     code, b = _raw(server, "GET", "/openapi.json")
     assert code == 200 and "/api/jobs/{job_id}" in b["paths"]
     # binding beyond localhost without a token is refused before anything starts
-    r = subprocess.run([sys.executable, "-m", "jaxclear.cli", "serve", "--host", "0.0.0.0", "--port", "1",
-                        "--data", str(server.data.parent / "never")], cwd=ROOT, capture_output=True, text=True,
-                       env={k: v for k, v in os.environ.items() if k != "JAXCLEAR_TOKEN"}, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jaxclear.cli",
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "1",
+            "--data",
+            str(server.data.parent / "never"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "JAXCLEAR_TOKEN"},
+        timeout=60,
+    )
     assert r.returncode == 2 and "token" in r.stderr and "0.0.0.0" in r.stderr
 
 
@@ -360,7 +443,9 @@ def test_status_poll_burst_while_running_and_cancel(server, client):
 def test_cancel_kills_a_chunk_that_runs_too_long(client):
     """One chunk of 1e7 steps (minutes): cancel cannot wait for its end, the worker is killed and
     replaced, and the queue goes on."""
-    job = client.submit(TINY.replace("t_end_s = 4e-3", "t_end_s = 20.0").replace("save_every = 100", "save_every = 100000"))
+    job = client.submit(
+        TINY.replace("t_end_s = 4e-3", "t_end_s = 20.0").replace("save_every = 100", "save_every = 100000")
+    )
     _wait_status(job, ("running",))
     pids = client.health()["worker_pids"]
     t0 = time.monotonic()
@@ -389,6 +474,7 @@ def test_sigkill_mid_job_then_restart_resumes_with_identical_metrics(server, cli
     for pid in worker_pids:  # the worker died with the server
         assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
     from jaxclear import store
+
     flags = store.done_flags(store.open(server.data / "jobs" / job.id / "out", mode="r"))
     assert 2 <= flags.sum() < len(flags)
     assert any(server.cache.rglob("*")), "the persistent compile cache is empty"
@@ -418,9 +504,21 @@ def _chromium():
 def _browser(p, exe, tmp_path):
     """Headless Chromium with a fresh profile (Playwright passes it as --user-data-dir)."""
     return p.chromium.launch_persistent_context(
-        str(tmp_path / "profile"), executable_path=exe, headless=True, viewport={"width": 1200, "height": 900},
-        args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-              "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+        str(tmp_path / "profile"),
+        executable_path=exe,
+        headless=True,
+        viewport={"width": 1200, "height": 900},
+        args=[
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ],
+    )
 
 
 @pytest.mark.slow  # ~40-75 s on 2 cores
@@ -428,6 +526,7 @@ def test_html_pages_in_headless_chromium(server, client, tmp_path):
     exe = _chromium()
     pw = pytest.importorskip("playwright.sync_api")
     import matplotlib.image as mpimg
+
     with_plots = TINY.replace("plots = false", "plots = true\nplot_variants = 2").replace('"tiny"', '"page"')
     with pw.sync_playwright() as p:
         browser = _browser(p, exe, tmp_path)
@@ -438,8 +537,7 @@ def test_html_pages_in_headless_chromium(server, client, tmp_path):
         # the new job appears and its row reaches 'done' by live updates, without a manual reload
         row = page.locator(f"#job-{job.id} .status")
         row.wait_for(timeout=60000)
-        page.wait_for_function(f"document.querySelector('#job-{job.id} .status').textContent == 'done'",
-                               timeout=120000)
+        page.wait_for_function(f"document.querySelector('#job-{job.id} .status').textContent == 'done'", timeout=120000)
         assert page.locator(f"#job-{job.id} .done").text_content() == "4/4"
         # summary.json records the compile time the API reports (the worker no longer compiles apart)
         summ = job.summary()
@@ -472,8 +570,14 @@ def test_without_token_only_localhost_names_are_served(dirs):
         assert code == 200
         code, b = _raw(s, "GET", "/api/jobs", headers={"Host": f"evil.example:{s.port}"}, token=None)
         assert code == 403 and "evil.example" in b["detail"]
-        code, b = _raw(s, "POST", "/api/jobs", TINY.encode(), {"Host": "evil.example", "Content-Type": "application/toml"},
-                       token=None)
+        code, b = _raw(
+            s,
+            "POST",
+            "/api/jobs",
+            TINY.encode(),
+            {"Host": "evil.example", "Content-Type": "application/toml"},
+            token=None,
+        )
         assert code == 403
         assert Client(s.url).jobs() == []
     finally:
@@ -496,14 +600,18 @@ def test_job_page_follows_a_running_job_cancels_it_and_docs_work_offline(server,
         assert "laws.restitution=0.55" in page.locator("#overrides").text_content()
         assert "restitution = 0.55" in page.locator("#spec").text_content()
         page.evaluate("window.__kept = 1")
-        page.wait_for_function("document.querySelector('#status td.status').textContent == 'running' && "
-                               "Number(document.querySelector('#status td.variants_done').textContent) >= 2",
-                               timeout=180000)
+        page.wait_for_function(
+            "document.querySelector('#status td.status').textContent == 'running' && "
+            "Number(document.querySelector('#status td.variants_done').textContent) >= 2",
+            timeout=180000,
+        )
         assert page.evaluate("window.__kept") == 1  # patched in place, not reloaded
         page.click("#cancel")
-        page.wait_for_function("document.querySelector('#status td.status') && "
-                               "document.querySelector('#status td.status').textContent == 'cancelled'",
-                               timeout=60000)
+        page.wait_for_function(
+            "document.querySelector('#status td.status') && "
+            "document.querySelector('#status td.status').textContent == 'cancelled'",
+            timeout=60000,
+        )
         page.goto(server.url + "/docs")
         rows = page.locator("#endpoints tr")
         assert rows.count() > 8 and page.locator("#endpoints", has_text="/api/jobs/{job_id}/cancel").count() == 1
@@ -533,8 +641,11 @@ plots = false
 """
     job = client.submit(questionable)
     # the same run with a steady window of 0.1 revolution (1.2 ms of the 2 ms) and c = 0.1 mm only
-    fine = client.submit(questionable.replace("chunk_size = 2", "chunk_size = 2\nsteady_revolutions = 0.1")
-                         .replace("[1e-4, 2e-5]", "[1e-4, 1.5e-4]").replace('"questionable"', '"fine"'))
+    fine = client.submit(
+        questionable.replace("chunk_size = 2", "chunk_size = 2\nsteady_revolutions = 0.1")
+        .replace("[1e-4, 2e-5]", "[1e-4, 1.5e-4]")
+        .replace('"questionable"', '"fine"')
+    )
     s = job.wait(timeout=180)
     codes = {w["code"]: w for w in job.summary()["warnings"]}
     assert set(codes) == {"steady_window_is_whole_run", "deep_penetration"}

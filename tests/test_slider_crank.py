@@ -18,17 +18,19 @@ def _energy(q, v, p):
     """Rod about the fixed crank pin + slider + Hertz potential K δ^2.5/2.5 (crank at rest)."""
     l = p.rod_length / 2
     jb = p.rod_inertia + p.rod_mass * l * l
-    ke = 0.5 * jb * v.rod ** 2 + 0.5 * p.slider_mass * v.slider ** 2
+    ke = 0.5 * jb * v.rod**2 + 0.5 * p.slider_mass * v.slider**2
     c = p.crank_length * q.crank + p.rod_length * q.rod
     d = jnp.maximum(jnp.linalg.norm(c - jnp.array([q.slider, 0.0])) - p.joint.clearance, 0.0)
-    return ke + p.joint.stiffness * d ** 2.5 / 2.5
+    return ke + p.joint.stiffness * d**2.5 / 2.5
 
 
 def _state(x3, rod_rate, slider_speed):
     """Crank and rod along +x at rest but for the rod's rate and the slider's speed."""
     pair = jnp.array([1.0, 0.0])
-    return (sc.Coordinates(crank=pair, rod=pair, slider=jnp.asarray(x3)),
-            sc.Coordinates(crank=jnp.asarray(0.0), rod=jnp.asarray(rod_rate), slider=jnp.asarray(slider_speed)))
+    return (
+        sc.Coordinates(crank=pair, rod=pair, slider=jnp.asarray(x3)),
+        sc.Coordinates(crank=jnp.asarray(0.0), rod=jnp.asarray(rod_rate), slider=jnp.asarray(slider_speed)),
+    )
 
 
 def test_frictionless_undamped_impacts_conserve_energy():
@@ -47,8 +49,9 @@ def test_frictionless_undamped_impacts_conserve_energy():
 
 def test_damped_impacts_dissipate_energy():
     cfg = sc.Config(dt=1e-6, n_saves=100, save_every=100, outputs=())
-    p = sc.benchmark_params(clearance=0.1e-3, crank_speed_rpm=0.0, friction_coefficient=0.0,
-                            restitution=0.7)._replace(gravity=jnp.asarray(0.0))
+    p = sc.benchmark_params(clearance=0.1e-3, crank_speed_rpm=0.0, friction_coefficient=0.0, restitution=0.7)._replace(
+        gravity=jnp.asarray(0.0)
+    )
     q0, v0 = _state(0.17, 3.0, 0.5)
     r = _run(cfg, p, (q0, v0))
     assert float(_energy(r.q, r.v, p)) < 0.9 * float(_energy(q0, v0, p))
@@ -91,10 +94,10 @@ def test_ideal_mechanism_kinematics_and_reaction():
     # Slider acceleration of the exact kinematics against the slider position differentiated twice.
     x = np.asarray(ide["slider_position"])
     h = float(t[1] - t[0])
-    xdd_fd = (x[2:] - 2 * x[1:-1] + x[:-2]) / h ** 2
+    xdd_fd = (x[2:] - 2 * x[1:-1] + x[:-2]) / h**2
     np.testing.assert_allclose(np.asarray(ide["slider_acceleration"])[1:-1], xdd_fd, rtol=0, atol=2e-3 * 19420)
     # Peak ideal slider acceleration r ω² (1 + r/L) at TDC.
-    assert abs(float(jnp.max(jnp.abs(ide["slider_acceleration"]))) - 0.05 * w ** 2 * (1 + 0.05 / 0.12)) < 1.0
+    assert abs(float(jnp.max(jnp.abs(ide["slider_acceleration"]))) - 0.05 * w**2 * (1 + 0.05 / 0.12)) < 1.0
 
 
 @pytest.mark.parametrize("joint", ["rod_slider", "crank_rod", "both"])
@@ -104,8 +107,9 @@ def test_slider_stays_within_clearance_of_ideal_motion(joint):
     # for wrong signs in the dynamics or the joint geometry.
     c = 2e-5
     n_j = 2 if joint == "both" else 1
-    cfg = sc.Config(clearance_joint=joint, dt=1e-6, n_saves=120, save_every=100,
-                    outputs=("slider_position_m", "penetration_m"))
+    cfg = sc.Config(
+        clearance_joint=joint, dt=1e-6, n_saves=120, save_every=100, outputs=("slider_position_m", "penetration_m")
+    )
     p = sc.benchmark_params(clearance=c, n_joints=n_j, restitution=0.5)
     r = _run(cfg, p)
     t = (np.arange(120) + 1) * 100 * 1e-6
@@ -114,7 +118,7 @@ def test_slider_stays_within_clearance_of_ideal_motion(joint):
     pen = float(np.max(r.history["penetration_m"]))
     assert bool(r.acc.finite)
     # An offset e of the journal moves the slider by at most |e|(1 + tan φ_max), tan φ_max = r/√(L² − r²).
-    lever = 1 + 0.05 / np.sqrt(0.12 ** 2 - 0.05 ** 2)
+    lever = 1 + 0.05 / np.sqrt(0.12**2 - 0.05**2)
     assert dev.max() <= 1.02 * n_j * (c + pen) * lever, (dev.max(), pen)
     assert dev.max() > 0.1 * c  # the clearance does show
 
@@ -148,8 +152,13 @@ def test_point_profile_of_a_circle_matches_the_analytic_joint():
     c = 0.5e-3
     n = 400
     cfg_a = sc.Config(dt=1e-6, n_saves=1, save_every=n, outputs=())
-    cfg_p = sc.Config(dt=1e-6, n_saves=1, save_every=n, outputs=(),
-                      joint=joints.JointConfig(geometry="points", n_points=72, max_regions=4, refine=True))
+    cfg_p = sc.Config(
+        dt=1e-6,
+        n_saves=1,
+        save_every=n,
+        outputs=(),
+        joint=joints.JointConfig(geometry="points", n_points=72, max_regions=4, refine=True),
+    )
     ra = _run(cfg_a, sc.benchmark_params(clearance=c))
     rp = _run(cfg_p, sc.benchmark_params(clearance=c, points=profiles.circle(10e-3 + c, 72)))
     fa, fp = float(ra.acc.peak_force[0]), float(rp.acc.peak_force[0])
@@ -167,7 +176,9 @@ def test_vmap_equals_single_runs_and_nonfinite_is_isolated():
     for i in (0, 2):
         ri = _run(cfg, sc.benchmark_params(clearance=cs[i], restitution=es[i]))
         np.testing.assert_allclose(rb.acc.peak_force[i], ri.acc.peak_force, rtol=1e-12)
-        np.testing.assert_allclose(rb.history["contact_force_N"][i], ri.history["contact_force_N"], rtol=1e-12, atol=1e-9)
+        np.testing.assert_allclose(
+            rb.history["contact_force_N"][i], ri.history["contact_force_N"], rtol=1e-12, atol=1e-9
+        )
 
 
 def test_grad_through_contact_onset_is_finite_and_matches_fd():

@@ -17,8 +17,10 @@ TINY = {
     "sweep": {"name": "tiny"},
     "integrator": {"dt_s": 2e-6, "t_end_s": 1.0e-3, "save_every": 10, "chunk_size": 2},
     "outputs": {"plot_variants": 2},
-    "axes": {"joint.clearance_m": {"values": [0.5e-3, 0.1e-3, 0.02e-3]},
-             "model.crank_speed_rpm": {"values": [3000.0, 5000.0]}},
+    "axes": {
+        "joint.clearance_m": {"values": [0.5e-3, 0.1e-3, 0.02e-3]},
+        "model.crank_speed_rpm": {"values": [3000.0, 5000.0]},
+    },
 }
 
 TINY_TOML = """
@@ -98,8 +100,20 @@ def test_store_layout_and_load(ref):
     _assert_same_results(t_mem, h_mem, table, hists)
 
     s = json.loads((out / "summary.json").read_text())
-    for k in ("variants", "steps_per_variant", "dt_s", "wall_s", "compile_s", "variant_steps_per_s",
-              "device_kind", "device_count", "precision", "failed_variants", "chunks_reused", "store"):
+    for k in (
+        "variants",
+        "steps_per_variant",
+        "dt_s",
+        "wall_s",
+        "compile_s",
+        "variant_steps_per_s",
+        "device_kind",
+        "device_count",
+        "precision",
+        "failed_variants",
+        "chunks_reused",
+        "store",
+    ):
         assert k in s, k
     assert s["chunks_reused"] == 0 and s["store"].endswith("store.zarr")
     lines = [json.loads(x) for x in (out / "progress.jsonl").read_text().splitlines()]
@@ -241,12 +255,20 @@ def test_other_spec_is_refused_and_force_rebuilds(ref, tmp_path):
 def test_resume_after_sigkill_is_bit_identical(tmp_path):
     """Kill -9 a CLI run after its first finished chunk; resume in process; same numbers as an
     uninterrupted run."""
-    spec_file = _toml(tmp_path / "long.toml", t_end=0.2, save_every=100, plots="false",
-                      clearances="[0.5e-3, 0.25e-3, 0.1e-3, 0.05e-3]")
+    spec_file = _toml(
+        tmp_path / "long.toml",
+        t_end=0.2,
+        save_every=100,
+        plots="false",
+        clearances="[0.5e-3, 0.25e-3, 0.1e-3, 0.05e-3]",
+    )
     n_chunks = 4
     out = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, "-m", "jaxclear.cli", "run", str(spec_file), "--out", str(out),
-                             "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jaxclear.cli", "run", str(spec_file), "--out", str(out), "--quiet"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     kill_after_first_chunk(proc, out)
     assert proc.returncode == -signal.SIGKILL
     done = store.done_flags(store.open(out, mode="r"))
@@ -258,5 +280,7 @@ def test_resume_after_sigkill_is_bit_identical(tmp_path):
     t_ref, s_ref, h_ref = sweep.run(spec_file, out=tmp_path / "uninterrupted", log=None)
     assert s_ref["chunks_reused"] == 0
     _assert_same_results(t_res, h_res, t_ref, h_ref)
-    assert sweep.read_csv(out / "metrics.csv").keys() == sweep.read_csv(tmp_path / "uninterrupted" / "metrics.csv").keys()
+    assert (
+        sweep.read_csv(out / "metrics.csv").keys() == sweep.read_csv(tmp_path / "uninterrupted" / "metrics.csv").keys()
+    )
     assert (out / "metrics.csv").read_text() == (tmp_path / "uninterrupted" / "metrics.csv").read_text()

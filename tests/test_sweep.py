@@ -16,24 +16,31 @@ TINY = {
     "sweep": {"name": "tiny"},
     "integrator": {"dt_s": 2e-6, "t_end_s": 1.0e-3, "save_every": 10, "chunk_size": 2},
     "outputs": {"plot_variants": 2},
-    "axes": {"joint.clearance_m": {"values": [0.5e-3, 0.1e-3, 0.02e-3]},
-             "model.crank_speed_rpm": {"values": [3000.0, 5000.0]}},
+    "axes": {
+        "joint.clearance_m": {"values": [0.5e-3, 0.1e-3, 0.02e-3]},
+        "model.crank_speed_rpm": {"values": [3000.0, 5000.0]},
+    },
 }
 
 
-@pytest.mark.parametrize("bad, words", [
-    ({"joint": {"clearence_m": 1e-4}}, ["joint.clearence_m", "did you mean 'clearance_m'"]),
-    ({"joint": {"clearance_m": -1e-4}}, ["joint.clearance_m", "-0.0001", "allowed range"]),
-    ({"laws": {"restitution": "high"}}, ["laws.restitution", "'high'", "a number"]),
-    ({"laws": {"normal": "hertzz"}}, ["laws.normal", "did you mean 'hertz'"]),
-    ({"modle": {}}, ["[modle]", "did you mean 'model'"]),
-    ({"axes": {"profile.n_points": {"values": [8]}}}, ["profile.n_points", "cannot be swept"]),
-    ({"axes": {"joint.clearance_m": {"logspace": [0.0, 1e-3, 3]}}}, ["axes.joint.clearance_m", "> 0"]),
-    ({"axes": {"laws.restitution": {"values": [0.9, 1.5]}}}, ["laws.restitution", "1.5"]),
-    ({"integrator": {"dt_s": 1e-4}}, ["integrator.dt_s", "stability bound"]),
-    ({"profile": {"kind": "fourier", "fourier_a_m": [0.0, -8e-4]}, "joint": {"clearance_m": 5e-4}},
-     ["journal must be smaller than the bearing", "journal_radius_m"]),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        ({"joint": {"clearence_m": 1e-4}}, ["joint.clearence_m", "did you mean 'clearance_m'"]),
+        ({"joint": {"clearance_m": -1e-4}}, ["joint.clearance_m", "-0.0001", "allowed range"]),
+        ({"laws": {"restitution": "high"}}, ["laws.restitution", "'high'", "a number"]),
+        ({"laws": {"normal": "hertzz"}}, ["laws.normal", "did you mean 'hertz'"]),
+        ({"modle": {}}, ["[modle]", "did you mean 'model'"]),
+        ({"axes": {"profile.n_points": {"values": [8]}}}, ["profile.n_points", "cannot be swept"]),
+        ({"axes": {"joint.clearance_m": {"logspace": [0.0, 1e-3, 3]}}}, ["axes.joint.clearance_m", "> 0"]),
+        ({"axes": {"laws.restitution": {"values": [0.9, 1.5]}}}, ["laws.restitution", "1.5"]),
+        ({"integrator": {"dt_s": 1e-4}}, ["integrator.dt_s", "stability bound"]),
+        (
+            {"profile": {"kind": "fourier", "fourier_a_m": [0.0, -8e-4]}, "joint": {"clearance_m": 5e-4}},
+            ["journal must be smaller than the bearing", "journal_radius_m"],
+        ),
+    ],
+)
 def test_bad_specs_name_the_key_and_value(bad, words):
     with pytest.raises(specmod.SpecError) as ei:
         sp = specmod.load(bad)
@@ -44,9 +51,15 @@ def test_bad_specs_name_the_key_and_value(bad, words):
 
 
 def test_axes_grid_and_random_samples():
-    sp = specmod.load({"sampling": {"n": 5, "seed": 1},
-                       "axes": {"joint.clearance_m": {"loguniform": [2e-5, 5e-4]},
-                                "model.crank_speed_rpm": {"linspace": [1000, 5000, 3]}}})
+    sp = specmod.load(
+        {
+            "sampling": {"n": 5, "seed": 1},
+            "axes": {
+                "joint.clearance_m": {"loguniform": [2e-5, 5e-4]},
+                "model.crank_speed_rpm": {"linspace": [1000, 5000, 3]},
+            },
+        }
+    )
     paths, vals = specmod.axes_values(sp)
     assert paths == ["model.crank_speed_rpm", "joint.clearance_m"]
     assert vals.shape == (15, 2)
@@ -59,22 +72,47 @@ def test_axes_grid_and_random_samples():
 def test_run_writes_everything_and_resumes(tmp_path):
     out = tmp_path / "run"
     table, summary, hists = sweep.run(TINY, out=out)
-    for f in ("metrics.csv", "summary.json", "store.zarr/zarr.json", "progress.jsonl",
-              "plots/contact_force_vs_crank_angle.png", "plots/journal_orbits.png",
-              "plots/map_daf_contact_force_steady.png"):
+    for f in (
+        "metrics.csv",
+        "summary.json",
+        "store.zarr/zarr.json",
+        "progress.jsonl",
+        "plots/contact_force_vs_crank_angle.png",
+        "plots/journal_orbits.png",
+        "plots/map_daf_contact_force_steady.png",
+    ):
         assert (out / f).exists(), f
     m = sweep.read_csv(out / "metrics.csv")
-    for col in ("clearance_m", "crank_speed_rpm", "peak_contact_force_N", "daf_contact_force",
-                "daf_slider_acceleration", "impacts", "free_flight_fraction", "finite",
-                "peak_contact_force_steady_N"):
+    for col in (
+        "clearance_m",
+        "crank_speed_rpm",
+        "peak_contact_force_N",
+        "daf_contact_force",
+        "daf_slider_acceleration",
+        "impacts",
+        "free_flight_fraction",
+        "finite",
+        "peak_contact_force_steady_N",
+    ):
         assert col in m, col
     assert len(m["clearance_m"]) == 6 and m["finite"].all()
     # Every step is free flight, impact or continuous contact.
     total = m["free_flight_fraction"] + m["impact_fraction"] + m["continuous_contact_fraction"]
     np.testing.assert_allclose(total, 1.0, rtol=0, atol=1e-12)
     s = json.loads((out / "summary.json").read_text())
-    for k in ("variants", "steps_per_variant", "dt_s", "wall_s", "compile_s", "variant_steps_per_s",
-              "device_kind", "device_count", "precision", "failed_variants", "steady_window"):
+    for k in (
+        "variants",
+        "steps_per_variant",
+        "dt_s",
+        "wall_s",
+        "compile_s",
+        "variant_steps_per_s",
+        "device_kind",
+        "device_count",
+        "precision",
+        "failed_variants",
+        "steady_window",
+    ):
         assert k in s, k
     assert s["variants"] == 6 and s["failed_variants"] == []
     h = sweep.load(out).histories["contact_force_N"]
@@ -86,6 +124,7 @@ def test_run_writes_everything_and_resumes(tmp_path):
         assert np.all(np.diff(m["peak_contact_force_N"][sel][order]) > 0)
     # Resume: clear one chunk's done flag; the rerun recomputes only that one, same metrics.
     from jaxclear import store
+
     store.open(out)["chunk_done"][1] = False
     table2, summary2, _ = sweep.run(TINY, out=out)
     assert summary2["chunks_reused"] == 2 and summary2["chunks_computed"] == 1
@@ -115,14 +154,31 @@ save_every = 10
 "joint.clearance_m" = { values = [0.5e-3, 0.25e-3] }
 """)
     out = tmp_path / "o"
-    r = subprocess.run([sys.executable, "-m", "jaxclear.cli", "run", str(spec), "--out", str(out),
-                        "--set", "model.crank_speed_rpm=3000", "--quiet"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jaxclear.cli",
+            "run",
+            str(spec),
+            "--out",
+            str(out),
+            "--set",
+            "model.crank_speed_rpm=3000",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert "peak_contact_force_N" in r.stdout
     m = sweep.read_csv(out / "metrics.csv")
     assert list(m["clearance_m"]) == [0.5e-3, 0.25e-3]
-    bad = subprocess.run([sys.executable, "-m", "jaxclear.cli", "run", str(spec), "--set", "joint.clearance_m=-1"],
-                         capture_output=True, text=True)
+    bad = subprocess.run(
+        [sys.executable, "-m", "jaxclear.cli", "run", str(spec), "--set", "joint.clearance_m=-1"],
+        capture_output=True,
+        text=True,
+    )
     assert bad.returncode == 2 and "joint.clearance_m" in bad.stderr and "Traceback" not in bad.stderr
 
 
@@ -141,12 +197,22 @@ def test_non_circular_profiles_through_a_sweep(tmp_path, kind):
     th = np.linspace(0, 2 * np.pi, 200, endpoint=False)
     r = 10.1e-3 + 5e-6 * np.cos(2 * th)
     csv = tmp_path / "bore.csv"
-    csv.write_text("# measured bore\nx_m,y_m\n" + "\n".join(f"{x:.12e},{y:.12e}" for x, y in zip(r * np.cos(th), r * np.sin(th))))
-    prof = ({"kind": "measured", "path": str(csv), "n_points": 96} if kind == "measured"
-            else {"kind": "wear_patch", "wear_depth_m": 2e-5, "wear_angle_deg": 0.0, "n_points": 72})
-    spec = {"sweep": {"name": kind}, "profile": prof, "joint": {"clearance_m": 1e-4},
-            "integrator": {"dt_s": 1e-6, "t_end_s": 6e-4, "save_every": 10},
-            "outputs": {"plots": False}, "axes": {"model.crank_speed_rpm": {"values": [3000.0, 5000.0]}}}
+    csv.write_text(
+        "# measured bore\nx_m,y_m\n" + "\n".join(f"{x:.12e},{y:.12e}" for x, y in zip(r * np.cos(th), r * np.sin(th)))
+    )
+    prof = (
+        {"kind": "measured", "path": str(csv), "n_points": 96}
+        if kind == "measured"
+        else {"kind": "wear_patch", "wear_depth_m": 2e-5, "wear_angle_deg": 0.0, "n_points": 72}
+    )
+    spec = {
+        "sweep": {"name": kind},
+        "profile": prof,
+        "joint": {"clearance_m": 1e-4},
+        "integrator": {"dt_s": 1e-6, "t_end_s": 6e-4, "save_every": 10},
+        "outputs": {"plots": False},
+        "axes": {"model.crank_speed_rpm": {"values": [3000.0, 5000.0]}},
+    }
     table, summary, _ = sweep.run(spec)
     assert summary["geometry"] == "points" and table["finite"].all()
     assert np.all(table["impacts"] >= 1) and np.all(table["max_contact_regions"] >= 1)
@@ -165,6 +231,7 @@ def test_float32_warns_when_it_cannot_resolve_the_clearance():
     with pytest.warns(UserWarning, match="float32"):
         sweep.plan(specmod.load({**base, "joint": {"clearance_m": 2e-6}}))
     import warnings
+
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         sweep.plan(specmod.load({**base, "joint": {"clearance_m": 5e-4}}))
@@ -188,20 +255,25 @@ class _CompileCounter:
 
     def __enter__(self):
         import jax.monitoring
+
         jax.monitoring.register_event_duration_secs_listener(self)
         return self
 
     def __exit__(self, *exc):
         import jax.monitoring
+
         jax.monitoring.unregister_event_duration_listener(self)
 
 
 def _chunked_spec(axes, t_end_s):
     # 3 full chunks of 2 variants; a t_end no other test uses, so the chunk function is not
     # already in this process's cache and the first chunk compiles it
-    return {"sweep": {"name": "chunks"}, "outputs": {"plots": False, "histories": ["contact_force_N"]},
-            "integrator": {"dt_s": 2e-6, "t_end_s": t_end_s, "save_every": 10, "chunk_size": 2},
-            "axes": axes}
+    return {
+        "sweep": {"name": "chunks"},
+        "outputs": {"plots": False, "histories": ["contact_force_N"]},
+        "integrator": {"dt_s": 2e-6, "t_end_s": t_end_s, "save_every": 10, "chunk_size": 2},
+        "axes": axes,
+    }
 
 
 def _compiles_per_chunk(spec):
@@ -209,8 +281,8 @@ def _compiles_per_chunk(spec):
         # ticks off: progress is then called once per finished chunk (the marks between chunks)
         table, summary, _ = sweep.run(spec, progress=cc.progress, log=None, compile_cache=False, ticks=False)
     assert summary["chunks"] == 3 and len(cc.marks) == 3 and table["finite"].all()
-    first = cc.events[:cc.marks[0]]
-    later = cc.events[cc.marks[0]:]
+    first = cc.events[: cc.marks[0]]
+    later = cc.events[cc.marks[0] :]
     return first, later
 
 
@@ -219,8 +291,9 @@ def test_second_chunk_of_the_same_structure_does_not_recompile():
     metrics: not one trace or XLA compilation after the first chunk.  A chunk-dependent Python
     value in the trace (a chunk index, the number of real variants, a per-chunk sample count)
     or a chunk-dependent shape would show up here as a compile in chunk 2 or 3."""
-    first, later = _compiles_per_chunk(_chunked_spec(
-        {"joint.clearance_m": {"values": [0.5e-3, 0.4e-3, 0.3e-3, 0.2e-3, 0.1e-3, 0.05e-3]}}, 3.02e-4))
+    first, later = _compiles_per_chunk(
+        _chunked_spec({"joint.clearance_m": {"values": [0.5e-3, 0.4e-3, 0.3e-3, 0.2e-3, 0.1e-3, 0.05e-3]}}, 3.02e-4)
+    )
     # chunk 1 compiles the vmapped simulation (jit of sweep.compiled's lambda), once
     sim = [f for e, f in first if e == "backend_compile_duration" and ("<lambda>" in f or "simulate" in f)]
     assert len(sim) == 1, first
@@ -231,6 +304,7 @@ def test_chunks_with_other_crank_speeds_do_not_recompile():
     """As above with the crank speed swept so that each chunk has its own top speed (2.4 and 0.25
     crank revolutions in 5 ms would need 3073 and 2049 ideal samples): the reference uses one
     sample count for the whole sweep (its fastest variant), so no chunk recompiles."""
-    first, later = _compiles_per_chunk(_chunked_spec(
-        {"model.crank_speed_rpm": {"values": [3000.0, 3000.0, 29000.0, 29000.0, 3000.0, 3000.0]}}, 5e-3))
+    first, later = _compiles_per_chunk(
+        _chunked_spec({"model.crank_speed_rpm": {"values": [3000.0, 3000.0, 29000.0, 29000.0, 3000.0, 3000.0]}}, 5e-3)
+    )
     assert later == [], later

@@ -52,6 +52,7 @@ def _window(k_w=1e-13):
 
     from jaxclear import joints
     from jaxclear.mechanisms import slider_crank as sc
+
     jc = joints.JointConfig(geometry="points", n_points=72, max_regions=1, refine=True)
     T = 2 * 60 / 5000
     cfg = sc.Config(dt=1e-6, n_saves=24, save_every=1000, joint=jc, outputs=(), wear=True)
@@ -81,6 +82,7 @@ def test_the_evolved_profile_converges_at_first_order_in_the_cycles_per_update()
         return wear.increment(points, e, RJ, 800.0, 0.5, 1e-4, 1e-13, 0.02)
 
     import jax
+
     window = jax.jit(lambda points: (jnp.sum(jax.vmap(lambda ph: one(points, ph))(phis), axis=0), {}))
     final = {M: np.asarray(wear.evolve(window, pts, M, 2e4 / M, 1.0)[0][-1]) for M in (2, 4, 8, 16, 32)}
     err = [np.linalg.norm(final[M] - final[32]) / np.linalg.norm(final[32]) for M in (2, 4, 8, 16)]
@@ -107,7 +109,9 @@ def test_the_mechanism_evolution_converges_to_its_impact_scatter():
     # zero wear: the dynamics and the profile are untouched
     w0, _ = _window(0.0)
     d0, info0 = wear.evolve(w0, pts, 2, 1000.0, 1.0)
-    assert not np.any(np.asarray(d0)) and float(info0[1]["peak_contact_force_N"]) == float(info0[0]["peak_contact_force_N"])
+    assert not np.any(np.asarray(d0)) and float(info0[1]["peak_contact_force_N"]) == float(
+        info0[0]["peak_contact_force_N"]
+    )
 
 
 def test_a_sweep_reports_the_wear_rates_and_they_scale_with_the_coefficient():
@@ -115,14 +119,19 @@ def test_a_sweep_reports_the_wear_rates_and_they_scale_with_the_coefficient():
     # linear in k_w (the dynamics do not see the wear within a run), so doubling it doubles the
     # worn volume and the deepest wear exactly, at the same angle.
     from jaxclear import spec as specmod, sweep
-    raw = {"profile": {"method": "points", "n_points": 72}, "joint": {"clearance_m": 1e-4},
-           "wear": {"coefficient_m2_per_N": 1e-13},
-           "integrator": {"dt_s": 1e-6, "t_end_s": 0.024, "steady_revolutions": 1.0},
-           "outputs": {"histories": [], "plots": False},
-           "axes": {"wear.coefficient_m2_per_N": {"values": [1e-13, 2e-13]}}}
+
+    raw = {
+        "profile": {"method": "points", "n_points": 72},
+        "joint": {"clearance_m": 1e-4},
+        "wear": {"coefficient_m2_per_N": 1e-13},
+        "integrator": {"dt_s": 1e-6, "t_end_s": 0.024, "steady_revolutions": 1.0},
+        "outputs": {"histories": [], "plots": False},
+        "axes": {"wear.coefficient_m2_per_N": {"values": [1e-13, 2e-13]}},
+    }
     table, _, _ = sweep.run(specmod.load(raw), log=lambda *a, **k: None)
-    v, d, a = (np.asarray(table[c]) for c in ("worn_volume_per_cycle_m3", "max_wear_depth_per_cycle_m",
-                                              "max_wear_angle_deg"))
+    v, d, a = (
+        np.asarray(table[c]) for c in ("worn_volume_per_cycle_m3", "max_wear_depth_per_cycle_m", "max_wear_angle_deg")
+    )
     assert v[0] > 0 and 1e-10 < d[0] < 1e-7
     np.testing.assert_allclose([v[1] / v[0], d[1] / d[0]], [2.0, 2.0], rtol=1e-12)
     assert a[0] == a[1]

@@ -17,12 +17,15 @@ from jaxclear import cli, spec as specmod, sweep, wear, wear_evolution as W
 
 # The benchmark slider-crank at 5000 rpm, c = 0.1 mm, a 36-point bushing; runs of 3 ms (a quarter
 # of a crank cycle after the start at speed), the last 0.1 cycle the wear window.
-RAW = {"sweep": {"name": "tiny_wear"},
-       "model": {"clearance_joint": "rod_slider", "crank_speed_rpm": 5000.0},
-       "joint": {"clearance_m": 1e-4}, "profile": {"method": "points", "n_points": 36},
-       "integrator": {"dt_s": 2e-6, "t_end_s": 0.003, "steady_revolutions": 0.1, "chunk_size": 2},
-       "outputs": {"histories": [], "plots": False},
-       "wear": {"coefficient_m2_per_N": 1e-13, "updates": 3, "cycles_per_update": 3000.0}}
+RAW = {
+    "sweep": {"name": "tiny_wear"},
+    "model": {"clearance_joint": "rod_slider", "crank_speed_rpm": 5000.0},
+    "joint": {"clearance_m": 1e-4},
+    "profile": {"method": "points", "n_points": 36},
+    "integrator": {"dt_s": 2e-6, "t_end_s": 0.003, "steady_revolutions": 0.1, "chunk_size": 2},
+    "outputs": {"histories": [], "plots": False},
+    "wear": {"coefficient_m2_per_N": 1e-13, "updates": 3, "cycles_per_update": 3000.0},
+}
 
 
 def _spec(**over):
@@ -68,7 +71,7 @@ def test_the_run_equals_the_engine_loop_and_zero_wear_changes_nothing(tmp_path):
         x = np.asarray(table[col]).reshape(3, U + 1)
         assert np.all(np.diff(x[1]) > 0) and np.all(x[2, 1:] > x[1, 1:]), col
     assert upd.tolist() == list(range(U + 1)) * 3
-    assert np.asarray(table["crank_cycles"]).tolist()[:U + 1] == [0.0, 3000.0, 6000.0, 9000.0]
+    assert np.asarray(table["crank_cycles"]).tolist()[: U + 1] == [0.0, 3000.0, 6000.0, 9000.0]
     assert (tmp_path / "ev" / "wear_metrics.csv").exists() and (tmp_path / "ev" / "wear_summary.json").exists()
 
 
@@ -125,9 +128,12 @@ def test_gradients_through_the_evolution_match_central_differences():
     # central differences with small steps: the laws with an impact-velocity memory are piecewise
     # C¹ (a parameter that moves a contact onset by one step jumps the captured δ̇⁻), so the steps
     # stay below that (measured: 1e-5 relative at h = 1e-6·k_w and 1e-7·c; noise from 1e-2·k_w).
-    spec = _spec(joint={"clearance_m": 2.5e-4}, profile={"n_points": 32},
-                 integrator={"dt_s": 1e-6, "t_end_s": 0.0015},
-                 wear={"updates": 2, "cycles_per_update": 2000.0})
+    spec = _spec(
+        joint={"clearance_m": 2.5e-4},
+        profile={"n_points": 32},
+        integrator={"dt_s": 1e-6, "t_end_s": 0.0015},
+        wear={"updates": 2, "cycles_per_update": 2000.0},
+    )
     keys = ("wear.coefficient_m2_per_N", "joint.clearance_m")
     rows = W.sensitivity(spec, keys)
     g = [rows[f"d({W.PEAK})/d({k})"][0] for k in keys]

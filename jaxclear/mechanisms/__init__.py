@@ -96,6 +96,7 @@ def params_type(name, table, extra=(), doc=""):
 def state_type(name, fields, optional=(), doc=""):
     """``integrate.state_type``: named coordinates (kept here for the mechanisms)."""
     from .. import integrate
+
     return integrate.state_type(name, fields, optional, doc)
 
 

@@ -47,66 +47,137 @@ def _max_regions_rule(path, value):
     if value == "auto":
         return None
     if isinstance(value, int) and not isinstance(value, bool):
-        return None if lo <= value <= hi else f"is outside the allowed range [{lo}, {hi}] (or \"auto\")"
+        return None if lo <= value <= hi else f'is outside the allowed range [{lo}, {hi}] (or "auto")'
     return f'expected "auto" or an integer in [{lo}, {hi}] (contact-region slots)'
 
 
-JOINT = Table("joint", (
-    Param("journal_radius_m", 0.010, "journal (pin) radius R_J", range=POSITIVE,
-          guard=(1.0, ">=", "the journal radius is in metres (10 mm = 0.01): " + _MM)),
-    Param("clearance_m", 0.5e-3, "radial clearance c = R_B − R_J", range=POSITIVE,
-          guard=(1e-2, ">=", "the clearance is the radial gap in metres (0.5 mm = 5e-4): " + _MM)),
-), doc="clearance joint geometry (every clearance joint; joints.<name> overrides one)")
-PROFILE = Table("profile", (
-    Param("kind", "circle", "bushing profile", choices=PROFILE_KINDS),
-    Param("method", "auto", "'analytic' circle, 'points' (the point method, any profile) or 'auto'",
-          choices=("auto", "analytic", "points")),
-    Param("n_points", 72, "profile points N (point method)", range=(8, 4096)),
-    Param("max_regions", "auto", "contact-region slots K: an integer in [1, 64] (1: one-pass deepest-region "
-          "path) or 'auto': 1 where every variant's bushing provably allows one region at a time (smallest radius "
-          "of curvature, less its discretisation error, above R_J; nothing concave), else the regions the "
-          "profile can hold, at most 4 (contact.region_bound)", check=_max_regions_rule),
-    Param("refine", True, "parabolic sub-grid refinement of the deepest point"),
-    Param("wear_depth_m", 0.0, "wear depth w (ellipse: added to the major semi-axis)", range=NONNEGATIVE),
-    Param("wear_order", 2, "Fourier order k of the wear term w·½(1 + cos k(θ − θ_w))", range=(1, 1000)),
-    Param("wear_angle_deg", 0.0, "wear direction θ_w (ellipse: orientation of the major axis)"),
-    Param("wear_half_width_deg", 30.0, "half width of a wear patch", range=(0.0, 180.0, False)),
-    Param("ellipse_ratio", 1.0, "major/minor semi-axis ratio of an ellipse", range=(1.0, math.inf, True)),
-    Param("fourier_a_m", [], "Fourier cosine coefficients a_1..a_n of r(θ)", items=float, unit="m"),
-    Param("fourier_b_m", [], "Fourier sine coefficients b_1..b_n of r(θ)", items=float, unit="m"),
-    Param("path", "", "CSV with x_m,y_m columns (kind = 'measured'), relative to the spec"),
-) + tuple(Param(k, 0.0, f"adds {k[8]}_{k[9:-2]} {'cos' if k[8] == 'a' else 'sin'} {k[9:-2]}θ to the lists",
-                optional=True) for k in FOURIER_KEYS),
-    doc="bushing (bearing) profile in the bearing frame")
-LAWS = Table("laws", (
-    Param("normal", "lankarani_nikravesh", "normal-force law", choices=laws.NORMAL_LAWS),
-    Param("stiffness", "auto", "K; 'auto': Lankarani–Nikravesh internal-cylinder value", check=_stiffness_rule,
-          unit="N/mⁿ"),
-    Param("youngs_modulus_Pa", 207e9, "Young's modulus E of journal and bushing", range=POSITIVE,
-          guard=(1e6, "<", "Young's modulus is in Pa (steel: 207e9): did you give GPa or MPa?")),
-    Param("poisson_ratio", 0.3, "Poisson ratio ν", range=(-1.0, 0.5, False)),
-    Param("exponent", 1.5, "exponent n of K δⁿ", range=(0.0, 10.0, False)),
-    Param("restitution", 0.9, "coefficient of restitution e", range=(0.0, 1.0, False)),
-    Param("damping_N_s_per_m", 0.0, "damping of the linear law", range=NONNEGATIVE),
-    Param("friction", "ambrosio", "friction model", choices=laws.FRICTION_MODELS),
-    Param("friction_coefficient", 0.01, "Coulomb coefficient μ", range=(0.0, 10.0, True)),
-    Param("friction_v0_m_per_s", 1e-4, "friction regularisation velocity v0", range=POSITIVE),
-    Param("friction_v1_m_per_s", 1e-3, "friction regularisation velocity v1 (> v0)", range=POSITIVE),
-), doc="contact and friction laws")
+JOINT = Table(
+    "joint",
+    (
+        Param(
+            "journal_radius_m",
+            0.010,
+            "journal (pin) radius R_J",
+            range=POSITIVE,
+            guard=(1.0, ">=", "the journal radius is in metres (10 mm = 0.01): " + _MM),
+        ),
+        Param(
+            "clearance_m",
+            0.5e-3,
+            "radial clearance c = R_B − R_J",
+            range=POSITIVE,
+            guard=(1e-2, ">=", "the clearance is the radial gap in metres (0.5 mm = 5e-4): " + _MM),
+        ),
+    ),
+    doc="clearance joint geometry (every clearance joint; joints.<name> overrides one)",
+)
+PROFILE = Table(
+    "profile",
+    (
+        Param("kind", "circle", "bushing profile", choices=PROFILE_KINDS),
+        Param(
+            "method",
+            "auto",
+            "'analytic' circle, 'points' (the point method, any profile) or 'auto'",
+            choices=("auto", "analytic", "points"),
+        ),
+        Param("n_points", 72, "profile points N (point method)", range=(8, 4096)),
+        Param(
+            "max_regions",
+            "auto",
+            "contact-region slots K: an integer in [1, 64] (1: one-pass deepest-region "
+            "path) or 'auto': 1 where every variant's bushing provably allows one region at a time (smallest radius "
+            "of curvature, less its discretisation error, above R_J; nothing concave), else the regions the "
+            "profile can hold, at most 4 (contact.region_bound)",
+            check=_max_regions_rule,
+        ),
+        Param("refine", True, "parabolic sub-grid refinement of the deepest point"),
+        Param("wear_depth_m", 0.0, "wear depth w (ellipse: added to the major semi-axis)", range=NONNEGATIVE),
+        Param("wear_order", 2, "Fourier order k of the wear term w·½(1 + cos k(θ − θ_w))", range=(1, 1000)),
+        Param("wear_angle_deg", 0.0, "wear direction θ_w (ellipse: orientation of the major axis)"),
+        Param("wear_half_width_deg", 30.0, "half width of a wear patch", range=(0.0, 180.0, False)),
+        Param("ellipse_ratio", 1.0, "major/minor semi-axis ratio of an ellipse", range=(1.0, math.inf, True)),
+        Param("fourier_a_m", [], "Fourier cosine coefficients a_1..a_n of r(θ)", items=float, unit="m"),
+        Param("fourier_b_m", [], "Fourier sine coefficients b_1..b_n of r(θ)", items=float, unit="m"),
+        Param("path", "", "CSV with x_m,y_m columns (kind = 'measured'), relative to the spec"),
+    )
+    + tuple(
+        Param(k, 0.0, f"adds {k[8]}_{k[9:-2]} {'cos' if k[8] == 'a' else 'sin'} {k[9:-2]}θ to the lists", optional=True)
+        for k in FOURIER_KEYS
+    ),
+    doc="bushing (bearing) profile in the bearing frame",
+)
+LAWS = Table(
+    "laws",
+    (
+        Param("normal", "lankarani_nikravesh", "normal-force law", choices=laws.NORMAL_LAWS),
+        Param(
+            "stiffness",
+            "auto",
+            "K; 'auto': Lankarani–Nikravesh internal-cylinder value",
+            check=_stiffness_rule,
+            unit="N/mⁿ",
+        ),
+        Param(
+            "youngs_modulus_Pa",
+            207e9,
+            "Young's modulus E of journal and bushing",
+            range=POSITIVE,
+            guard=(1e6, "<", "Young's modulus is in Pa (steel: 207e9): did you give GPa or MPa?"),
+        ),
+        Param("poisson_ratio", 0.3, "Poisson ratio ν", range=(-1.0, 0.5, False)),
+        Param("exponent", 1.5, "exponent n of K δⁿ", range=(0.0, 10.0, False)),
+        Param("restitution", 0.9, "coefficient of restitution e", range=(0.0, 1.0, False)),
+        Param("damping_N_s_per_m", 0.0, "damping of the linear law", range=NONNEGATIVE),
+        Param("friction", "ambrosio", "friction model", choices=laws.FRICTION_MODELS),
+        Param("friction_coefficient", 0.01, "Coulomb coefficient μ", range=(0.0, 10.0, True)),
+        Param("friction_v0_m_per_s", 1e-4, "friction regularisation velocity v0", range=POSITIVE),
+        Param("friction_v1_m_per_s", 1e-3, "friction regularisation velocity v1 (> v0)", range=POSITIVE),
+    ),
+    doc="contact and friction laws",
+)
 TABLES = (JOINT, PROFILE, LAWS)
-WEAR = Table("wear", (
-    Param("coefficient_m2_per_N", 0.0, "Archard wear coefficient k_w of the bushing (0: off; steel on steel, "
-          "dry: ~1e-13, lubricated: ~1e-16)", range=NONNEGATIVE, unit="m²/N"),
-    Param("bushing_length_m", 0.02, "axial length L of the bushing (the contact pressure)", range=POSITIVE,
-          guard=(1.0, ">=", "lengths are in metres (20 mm = 0.02): " + _MM)),
-    Param("updates", 10, "jaxclear wear: profile updates M (M + 1 simulated windows; jaxclear run reports the "
-          "first window's rates only)", range=(1, 100000)),
-    Param("cycles_per_update", 1e5, "jaxclear wear: crank cycles each update advances the profile by (wear "
-          "acceleration; keep each update's deepest increment a few % of the clearance)", range=POSITIVE),
-    Param("smoothing", 0.0, "jaxclear wear: each increment mixed with its neighbours, h ← (1 − s) h + s (h₋ + h₊)/2",
-          range=(0.0, 1.0, True)),
-), doc="Archard wear of the bushing (jaxclear.wear; the point method): rates over the steady window "
-       "(jaxclear run), the profile evolved over cycles (jaxclear wear)")
+WEAR = Table(
+    "wear",
+    (
+        Param(
+            "coefficient_m2_per_N",
+            0.0,
+            "Archard wear coefficient k_w of the bushing (0: off; steel on steel, dry: ~1e-13, lubricated: ~1e-16)",
+            range=NONNEGATIVE,
+            unit="m²/N",
+        ),
+        Param(
+            "bushing_length_m",
+            0.02,
+            "axial length L of the bushing (the contact pressure)",
+            range=POSITIVE,
+            guard=(1.0, ">=", "lengths are in metres (20 mm = 0.02): " + _MM),
+        ),
+        Param(
+            "updates",
+            10,
+            "jaxclear wear: profile updates M (M + 1 simulated windows; jaxclear run reports the "
+            "first window's rates only)",
+            range=(1, 100000),
+        ),
+        Param(
+            "cycles_per_update",
+            1e5,
+            "jaxclear wear: crank cycles each update advances the profile by (wear "
+            "acceleration; keep each update's deepest increment a few % of the clearance)",
+            range=POSITIVE,
+        ),
+        Param(
+            "smoothing",
+            0.0,
+            "jaxclear wear: each increment mixed with its neighbours, h ← (1 − s) h + s (h₋ + h₊)/2",
+            range=(0.0, 1.0, True),
+        ),
+    ),
+    doc="Archard wear of the bushing (jaxclear.wear; the point method): rates over the steady window "
+    "(jaxclear run), the profile evolved over cycles (jaxclear wear)",
+)
 
 
 def wear_on(spec):
@@ -121,16 +192,33 @@ def metres(limit, example):
     return (limit, ">=", f"lengths are in metres ({example}): " + _MM)
 
 
-DRIVEN_CRANK = ("the crank turns at the prescribed speed (model.crank_speed_rpm, ramp_time_s): its mass and "
-                "inertia only change the driving torque, which is not computed")
+DRIVEN_CRANK = (
+    "the crank turns at the prescribed speed (model.crank_speed_rpm, ramp_time_s): its mass and "
+    "inertia only change the driving torque, which is not computed"
+)
 # The crank drive of the crank mechanisms: constant speed, or a linear ramp from rest.
 CRANK_DRIVE = (
-    Param("crank_speed_rpm", 5000.0, "crank speed ω (after the ramp)", range=(0.0, 1e6, False),
-          guard=(1.0, "<", "the crank speed is in revolutions per minute (5000 rpm = 83.3 rev/s): "
-                           "did you give rev/s or Hz? (at least 1 rpm)"),
-          field="crank_speed", scale=2 * math.pi / 60),
-    Param("ramp_time_s", 0.0, "linear ramp of the crank speed from rest (0: at speed from t = 0)",
-          range=NONNEGATIVE, field="ramp_time"),
+    Param(
+        "crank_speed_rpm",
+        5000.0,
+        "crank speed ω (after the ramp)",
+        range=(0.0, 1e6, False),
+        guard=(
+            1.0,
+            "<",
+            "the crank speed is in revolutions per minute (5000 rpm = 83.3 rev/s): "
+            "did you give rev/s or Hz? (at least 1 rpm)",
+        ),
+        field="crank_speed",
+        scale=2 * math.pi / 60,
+    ),
+    Param(
+        "ramp_time_s",
+        0.0,
+        "linear ramp of the crank speed from rest (0: at speed from t = 0)",
+        range=NONNEGATIVE,
+        field="ramp_time",
+    ),
     Param("gravity_m_per_s2", 9.81, "gravity g along −y", range=(-1e3, 1e3, True), field="gravity"),
 )
 
@@ -138,30 +226,67 @@ CRANK_DRIVE = (
 def crank_integrator(schemes, scheme, dt_s=1e-6, t_end_s=0.0, save_every=100, extra=()):
     """The [integrator] of a crank mechanism: the common keys plus the run length in crank
     revolutions, the steady window and the continuous-contact threshold."""
-    return specmod.integrator_table(schemes, scheme, dt_s, t_end_s, save_every, extra=(
-        Param("revolutions", 2.0, "run length after the ramp when t_end_s = 0 [crank revolutions]",
-              range=(0.0, 1e6, False)),
-        Param("steady_revolutions", 1.0, "steady window: the last N crank revolutions", range=(0.0, 1e6, False)),
-        Param("continuous_contact_s", 5e-4, "contact episodes at least this long count as continuous contact",
-              range=(0.0, math.inf, False)),
-    ) + tuple(extra))
+    return specmod.integrator_table(
+        schemes,
+        scheme,
+        dt_s,
+        t_end_s,
+        save_every,
+        extra=(
+            Param(
+                "revolutions",
+                2.0,
+                "run length after the ramp when t_end_s = 0 [crank revolutions]",
+                range=(0.0, 1e6, False),
+            ),
+            Param("steady_revolutions", 1.0, "steady window: the last N crank revolutions", range=(0.0, 1e6, False)),
+            Param(
+                "continuous_contact_s",
+                5e-4,
+                "contact episodes at least this long count as continuous contact",
+                range=(0.0, math.inf, False),
+            ),
+        )
+        + tuple(extra),
+    )
 
 
-def benchmark_joint(clearance=0.5e-3, journal_radius=10.0e-3, restitution=0.9, friction_coefficient=0.01,
-                    points=None, normal_law="lankarani_nikravesh", youngs_modulus=207e9, poisson_ratio=0.3,
-                    stiffness=None, n_joints=1):
+def benchmark_joint(
+    clearance=0.5e-3,
+    journal_radius=10.0e-3,
+    restitution=0.9,
+    friction_coefficient=0.01,
+    points=None,
+    normal_law="lankarani_nikravesh",
+    youngs_modulus=207e9,
+    poisson_ratio=0.3,
+    stiffness=None,
+    n_joints=1,
+):
     """JointParams of the Flores et al. (2008) joint (every argument may be a traced array);
     stiffness by default the Lankarani–Nikravesh internal-cylinder value."""
     f = lambda x: jnp.asarray(x, dtype=jnp.result_type(float))
     rb = f(journal_radius) + f(clearance)
-    k = (laws.internal_cylinder_stiffness(f(journal_radius), rb, youngs_modulus, poisson_ratio,
-                                          youngs_modulus, poisson_ratio)
-         if stiffness is None else f(stiffness))
+    k = (
+        laws.internal_cylinder_stiffness(
+            f(journal_radius), rb, youngs_modulus, poisson_ratio, youngs_modulus, poisson_ratio
+        )
+        if stiffness is None
+        else f(stiffness)
+    )
     pts = jnp.zeros((1, 2)) if points is None else jnp.asarray(points)
     jp = joints.JointParams(
-        journal_radius=f(journal_radius), clearance=f(clearance), points=pts, stiffness=k,
-        exponent=f(1.0 if normal_law == "linear" else 1.5), restitution=f(restitution),
-        damping=f(0.0), friction_coefficient=f(friction_coefficient), v0=f(1e-4), v1=f(1e-3))
+        journal_radius=f(journal_radius),
+        clearance=f(clearance),
+        points=pts,
+        stiffness=k,
+        exponent=f(1.0 if normal_law == "linear" else 1.5),
+        restitution=f(restitution),
+        damping=f(0.0),
+        friction_coefficient=f(friction_coefficient),
+        v0=f(1e-4),
+        v1=f(1e-3),
+    )
     return stacked(jp, n_joints)
 
 
@@ -176,9 +301,16 @@ def config_fields(spec, t_end):
     it = spec["integrator"]
     dt = it["dt_s"]
     n_saves = integrate.steps_and_saves(t_end, dt, it["save_every"])[1]
-    return dict(joint=joint_config(spec), scheme=it["scheme"], dt=dt, n_saves=n_saves, save_every=it["save_every"],
-                outputs=tuple(spec["outputs"]["histories"]),
-                min_continuous_steps=max(1, int(round(it["continuous_contact_s"] / dt))), wear=wear_on(spec))
+    return dict(
+        joint=joint_config(spec),
+        scheme=it["scheme"],
+        dt=dt,
+        n_saves=n_saves,
+        save_every=it["save_every"],
+        outputs=tuple(spec["outputs"]["histories"]),
+        min_continuous_steps=max(1, int(round(it["continuous_contact_s"] / dt))),
+        wear=wear_on(spec),
+    )
 
 
 def joint_tables(names, profile=PROFILE, own_always=False):
@@ -191,8 +323,14 @@ def joint_tables(names, profile=PROFILE, own_always=False):
         for nm in names:
             for t, sub in ((JOINT, ""), (profile, ".profile"), (LAWS, ".laws")):
                 own = tuple(p for p in t.params if p.kind == "float")
-                out.append(Table(f"joints.{nm}{sub}", tuple(Param(**{**p.__dict__, "optional": True}) for p in own),
-                                 doc=f"joint {nm!r}'s own {t.path} values", optional=True))
+                out.append(
+                    Table(
+                        f"joints.{nm}{sub}",
+                        tuple(Param(**{**p.__dict__, "optional": True}) for p in own),
+                        doc=f"joint {nm!r}'s own {t.path} values",
+                        optional=True,
+                    )
+                )
     return out
 
 
@@ -253,33 +391,45 @@ def validate_spec(spec):
     if pr["kind"] != "fourier":
         for k in FOURIER_KEYS:
             if pr.get(k, 0.0) != 0.0:
-                raise SpecError(f"profile.{k} = {pr[k]!r}: Fourier harmonics need profile.kind = 'fourier', "
-                                f"got {pr['kind']!r}")
+                raise SpecError(
+                    f"profile.{k} = {pr[k]!r}: Fourier harmonics need profile.kind = 'fourier', got {pr['kind']!r}"
+                )
     w = pr.get("window_points", 0)  # slider_crank only (its overflow is in metrics.csv)
     if w:
         if pr["kind"] == "circle" and pr["method"] != "points":
-            raise SpecError(f"profile.window_points = {w!r} needs the point method: profile.kind other than "
-                            "'circle' or profile.method = 'points' (0 = off)")
+            raise SpecError(
+                f"profile.window_points = {w!r} needs the point method: profile.kind other than "
+                "'circle' or profile.method = 'points' (0 = off)"
+            )
         if pr["kind"] == "measured" and not pr["n_points"]:
-            raise SpecError(f"profile.window_points = {w!r} needs points at uniform angles: give profile.n_points "
-                            "> 0 to resample the measured profile (profile.n_points = 0 keeps the raw points)")
+            raise SpecError(
+                f"profile.window_points = {w!r} needs points at uniform angles: give profile.n_points "
+                "> 0 to resample the measured profile (profile.n_points = 0 keeps the raw points)"
+            )
         if not 5 <= w <= pr["n_points"]:
-            raise SpecError(f"profile.window_points = {w!r} must be 0 (off) or in [5, profile.n_points = "
-                            f"{pr['n_points']!r}]")
+            raise SpecError(
+                f"profile.window_points = {w!r} must be 0 (off) or in [5, profile.n_points = {pr['n_points']!r}]"
+            )
     if wear_on(spec) and joint_config(spec).geometry != "points":
-        raise SpecError("wear.coefficient_m2_per_N > 0: the wear of the bushing needs its point profile: "
-                        "profile.method = 'points' (a circle is then sampled at profile.n_points)")
+        raise SpecError(
+            "wear.coefficient_m2_per_N > 0: the wear of the bushing needs its point profile: "
+            "profile.method = 'points' (a circle is then sampled at profile.n_points)"
+        )
     if lw["friction_v1_m_per_s"] <= lw["friction_v0_m_per_s"]:
-        raise SpecError(f"laws.friction_v1_m_per_s = {lw['friction_v1_m_per_s']!r} must exceed "
-                        f"laws.friction_v0_m_per_s = {lw['friction_v0_m_per_s']!r}")
+        raise SpecError(
+            f"laws.friction_v1_m_per_s = {lw['friction_v1_m_per_s']!r} must exceed "
+            f"laws.friction_v0_m_per_s = {lw['friction_v0_m_per_s']!r}"
+        )
 
 
 def check_axis(spec, key, path):
     """Fourier harmonic axes need a Fourier bushing."""
     k = path.rsplit(".", 1)[1]
     if k in FOURIER_KEYS and spec["profile"]["kind"] != "fourier":
-        raise SpecError(f"axes.{key}: Fourier harmonic axes need profile.kind = 'fourier' (and profile points), "
-                        f"got profile.kind = {spec['profile']['kind']!r}")
+        raise SpecError(
+            f"axes.{key}: Fourier harmonic axes need profile.kind = 'fourier' (and profile points), "
+            f"got profile.kind = {spec['profile']['kind']!r}"
+        )
 
 
 def differentiable_keys(spec):
@@ -293,8 +443,9 @@ def check_values(cols, names=()):
     """The clearance is smaller than the journal radius (else a unit mistake), every variant and
     every clearance joint ``names``' own values where it has them."""
     pairs = [("joint.journal_radius_m", "joint.clearance_m", "")]
-    pairs += [(own_path(nm, "joint.journal_radius_m"), own_path(nm, "joint.clearance_m"), f" of joint {nm!r}")
-              for nm in names]
+    pairs += [
+        (own_path(nm, "joint.journal_radius_m"), own_path(nm, "joint.clearance_m"), f" of joint {nm!r}") for nm in names
+    ]
     for rk, ck, which in pairs:
         if rk not in cols and ck not in cols:
             continue
@@ -304,10 +455,12 @@ def check_values(cols, names=()):
         if np.any(bad):
             i = int(np.argmax(bad.ravel()))
             ci, ri = np.broadcast_to(c, bad.shape).ravel()[i], np.broadcast_to(rj, bad.shape).ravel()[i]
-            raise SpecError(f"{ck} = {float(ci)!r} is not smaller than {rk} = {float(ri)!r}{which}"
-                            + (f" (variant {i})" if bad.ndim else "")
-                            + ": the clearance is the radial gap (bearing radius − journal radius) in metres; "
-                              "did you give mm?")
+            raise SpecError(
+                f"{ck} = {float(ci)!r} is not smaller than {rk} = {float(ri)!r}{which}"
+                + (f" (variant {i})" if bad.ndim else "")
+                + ": the clearance is the radial gap (bearing radius − journal radius) in metres; "
+                "did you give mm?"
+            )
 
 
 def joint_config(spec):
@@ -325,10 +478,17 @@ def joint_config(spec):
         k = 1
     elif k == "auto":  # provisional: the full pass until sweep.plan has seen the profiles (resolve_config)
         k, choice = contact.REGION_CAP, joints.AUTO_PENDING
-    return joints.JointConfig(geometry=geom, n_points=n_points, max_regions=k, regions_choice=choice,
-                              refine=pr["refine"], normal_law=lw["normal"], friction=lw["friction"],
-                              window=pr.get("window_points", 0) if geom == "points" else 0,
-                              exponent=static_law_exponent(spec))
+    return joints.JointConfig(
+        geometry=geom,
+        n_points=n_points,
+        max_regions=k,
+        regions_choice=choice,
+        refine=pr["refine"],
+        normal_law=lw["normal"],
+        friction=lw["friction"],
+        window=pr.get("window_points", 0) if geom == "points" else 0,
+        exponent=static_law_exponent(spec),
+    )
 
 
 def resolve_config(spec, cfg, jp, acc, offset, names):
@@ -368,8 +528,13 @@ def resolve_config(spec, cfg, jp, acc, offset, names):
 def describe(jc: joints.JointConfig):
     """summary.json entries of the joint configuration (``max_regions_choice``: how the slots were
     chosen, with ``profile.max_regions = "auto"``)."""
-    out = {"geometry": jc.geometry, "n_points": jc.n_points, "max_regions": jc.max_regions,
-           "normal_law": jc.normal_law, "friction": jc.friction}
+    out = {
+        "geometry": jc.geometry,
+        "n_points": jc.n_points,
+        "max_regions": jc.max_regions,
+        "normal_law": jc.normal_law,
+        "friction": jc.friction,
+    }
     if jc.regions_choice:
         out["max_regions_choice"] = jc.regions_choice
     if jc.window:
@@ -407,8 +572,12 @@ def profile_points(spec, flat, rb, n_points, dtype):
         # a_k, b_k = the fourier_a_m / fourier_b_m lists plus the per-harmonic keys
         # profile.fourier_a<k>_m / fourier_b<k>_m (scalars of [profile] or axes).
         k = pr["wear_order"]
-        harm = {(c, h): flat[f"profile.fourier_{c}{h}_m"] for c in "ab"
-                for h in range(1, MAX_HARMONIC + 1) if f"profile.fourier_{c}{h}_m" in flat}
+        harm = {
+            (c, h): flat[f"profile.fourier_{c}{h}_m"]
+            for c in "ab"
+            for h in range(1, MAX_HARMONIC + 1)
+            if f"profile.fourier_{c}{h}_m" in flat
+        }
         top = {c: max([h for (cc, h) in harm if cc == c], default=0) for c in "ab"}
         na = max(k, len(pr["fourier_a_m"]), top["a"])
         nb = max(k, len(pr["fourier_b_m"]), top["b"])
@@ -444,8 +613,14 @@ def joint_params(spec, jc: joints.JointConfig, flat, dtype) -> joints.JointParam
     rj, c = f("joint.journal_radius_m"), f("joint.clearance_m")
     rb = rj + c
     if spec["laws"]["stiffness"] == "auto":
-        k = laws.internal_cylinder_stiffness(rj, rb, f(lw + "youngs_modulus_Pa"), f(lw + "poisson_ratio"),
-                                             f(lw + "youngs_modulus_Pa"), f(lw + "poisson_ratio"))
+        k = laws.internal_cylinder_stiffness(
+            rj,
+            rb,
+            f(lw + "youngs_modulus_Pa"),
+            f(lw + "poisson_ratio"),
+            f(lw + "youngs_modulus_Pa"),
+            f(lw + "poisson_ratio"),
+        )
     else:
         k = jnp.asarray(flat.get("laws.stiffness", spec["laws"]["stiffness"]), dtype)
     if jc.geometry == "points":
@@ -456,13 +631,20 @@ def joint_params(spec, jc: joints.JointConfig, flat, dtype) -> joints.JointParam
     else:
         pts = jnp.zeros((1, 2), dtype)
     worn = wear_on(spec)
-    return joints.JointParams(journal_radius=rj, clearance=c, points=pts, stiffness=k,
-                              exponent=f(lw + "exponent"), restitution=f(lw + "restitution"),
-                              damping=f(lw + "damping_N_s_per_m"),
-                              friction_coefficient=f(lw + "friction_coefficient"),
-                              v0=f(lw + "friction_v0_m_per_s"), v1=f(lw + "friction_v1_m_per_s"),
-                              wear_coefficient=f("wear.coefficient_m2_per_N") if worn else None,
-                              bushing_length=f("wear.bushing_length_m") if worn else None)
+    return joints.JointParams(
+        journal_radius=rj,
+        clearance=c,
+        points=pts,
+        stiffness=k,
+        exponent=f(lw + "exponent"),
+        restitution=f(lw + "restitution"),
+        damping=f(lw + "damping_N_s_per_m"),
+        friction_coefficient=f(lw + "friction_coefficient"),
+        v0=f(lw + "friction_v0_m_per_s"),
+        v1=f(lw + "friction_v1_m_per_s"),
+        wear_coefficient=f("wear.coefficient_m2_per_N") if worn else None,
+        bushing_length=f("wear.bushing_length_m") if worn else None,
+    )
 
 
 def stacked(jp: joints.JointParams, n_joints: int) -> joints.JointParams:
@@ -492,10 +674,12 @@ def check_bushing(jc: joints.JointConfig, jp: joints.JointParams, name):
     rj = np.asarray(jp.journal_radius).reshape(rmin.shape[0], -1)[:, 0]
     if np.any(rmin <= rj):
         i = int(np.argmin(rmin - rj))
-        raise SpecError(f"profile: the bushing profile of {name(i)} "
-                        f"comes within {rmin[i]:.6g} m of its centre, not larger than "
-                        f"joint.journal_radius_m = {rj[i]:.6g}: the journal must be smaller than "
-                        "the bearing")
+        raise SpecError(
+            f"profile: the bushing profile of {name(i)} "
+            f"comes within {rmin[i]:.6g} m of its centre, not larger than "
+            f"joint.journal_radius_m = {rj[i]:.6g}: the journal must be smaller than "
+            "the bearing"
+        )
 
 
 def fastest_crank_speed(cols):
@@ -507,13 +691,15 @@ def ideal_sample_count(max_crank_speed_rad_per_s, t_end, per_revolution, minimum
     """Samples of an ideal crank mechanism over [0, t_end]: ``per_revolution`` per crank
     revolution of the fastest variant, at least ``minimum`` + 1, at most 2^18 + 1."""
     revs = max_crank_speed_rad_per_s * t_end / (2 * math.pi)
-    return int(min(2 ** 18, max(minimum, per_revolution * math.ceil(revs)))) + 1
+    return int(min(2**18, max(minimum, per_revolution * math.ceil(revs)))) + 1
 
 
 def check_dt(cfg, bound, name):
     """SpecError naming the first variant whose stable step ``bound`` [s] is below cfg.dt."""
     if np.any(cfg.dt > bound):
         i = int(np.argmin(bound))
-        raise SpecError(f"integrator.dt_s = {cfg.dt:g} exceeds the stability bound {bound[i]:.3g} s of "
-                        f"scheme {cfg.scheme!r} ({name(i)}; "
-                        "contact stiffness and masses, see integrate.stability_bound); reduce dt_s")
+        raise SpecError(
+            f"integrator.dt_s = {cfg.dt:g} exceeds the stability bound {bound[i]:.3g} s of "
+            f"scheme {cfg.scheme!r} ({name(i)}; "
+            "contact stiffness and masses, see integrate.stability_bound); reduce dt_s"
+        )

@@ -19,10 +19,13 @@ _IMPACT_VELOCITY_DEFAULT = "episode_max"
 
 #: ``laws.impact_velocity``: optional, so that specs written without it keep their hash.
 IMPACT_VELOCITY = Param(
-    "impact_velocity", _IMPACT_VELOCITY_DEFAULT,
-    "impact velocity δ̇⁻ of the hysteresis laws: \"episode_max\" (when absent) the largest approach rate since "
-    "the contact began, \"onset\" the rate at its first step (the planar joints' rule)",
-    choices=IMPACT_VELOCITIES, optional=True)
+    "impact_velocity",
+    _IMPACT_VELOCITY_DEFAULT,
+    'impact velocity δ̇⁻ of the hysteresis laws: "episode_max" (when absent) the largest approach rate since '
+    'the contact began, "onset" the rate at its first step (the planar joints\' rule)',
+    choices=IMPACT_VELOCITIES,
+    optional=True,
+)
 
 
 @dataclass(frozen=True)
@@ -56,16 +59,32 @@ def _impact_velocity(spec):
 def validate_spec(spec):
     """The joint's static choices (their values are checked against the declared choices first,
     ``spec.validate``, with the key's path in the message)."""
-    Config(1.0, 1, 1, spec["integrator"]["scheme"], (), spec["laws"]["normal"], spec["friction"]["model"],
-           impact_velocity=_impact_velocity(spec)).joint.validate()
+    Config(
+        1.0,
+        1,
+        1,
+        spec["integrator"]["scheme"],
+        (),
+        spec["laws"]["normal"],
+        spec["friction"]["model"],
+        impact_velocity=_impact_velocity(spec),
+    ).joint.validate()
 
 
 def make_config(spec, t_end):
     it = spec["integrator"]
     _, n_saves = integrate.steps_and_saves(t_end, it["dt_s"], it["save_every"])
-    return Config(it["dt_s"], it["save_every"], n_saves, it["scheme"], tuple(spec["outputs"]["histories"]),
-                  spec["laws"]["normal"], spec["friction"]["model"], impact_velocity=_impact_velocity(spec),
-                  exponent=static_law_exponent(spec))
+    return Config(
+        it["dt_s"],
+        it["save_every"],
+        n_saves,
+        it["scheme"],
+        tuple(spec["outputs"]["histories"]),
+        spec["laws"]["normal"],
+        spec["friction"]["model"],
+        impact_velocity=_impact_velocity(spec),
+        exponent=static_law_exponent(spec),
+    )
 
 
 def swept(spec, path):

@@ -44,8 +44,12 @@ JOINT_CHANNELS = {
     "journal_y_m": ("journal centre y in the bearing frame", lambda j: j.e_local[1]),
     "n_regions": ("number of contact regions", lambda j: j.n_regions),
 }
-CRANK_ANGLE = {"crank_angle_rad": ("crank angle θ (atan2 of the carried (cos, sin) pair)",
-                                   lambda q, v, a: jnp.arctan2(q.crank[1], q.crank[0]))}
+CRANK_ANGLE = {
+    "crank_angle_rad": (
+        "crank angle θ (atan2 of the carried (cos, sin) pair)",
+        lambda q, v, a: jnp.arctan2(q.crank[1], q.crank[0]),
+    )
+}
 
 
 def config_type(module, joints, default_outputs, channels):
@@ -66,10 +70,13 @@ def config_type(module, joints, default_outputs, channels):
 
         def validate(self):
             from .. import laws
-            for key, value, allowed in (("model.clearance_joint", self.clearance_joint, joints),
-                                        ("integrator.scheme", self.scheme, integrate.SCHEMES),
-                                        ("laws.normal", self.joint.normal_law, laws.NORMAL_LAWS),
-                                        ("laws.friction", self.joint.friction, laws.FRICTION_MODELS)):
+
+            for key, value, allowed in (
+                ("model.clearance_joint", self.clearance_joint, joints),
+                ("integrator.scheme", self.scheme, integrate.SCHEMES),
+                ("laws.normal", self.joint.normal_law, laws.NORMAL_LAWS),
+                ("laws.friction", self.joint.friction, laws.FRICTION_MODELS),
+            ):
                 if value not in allowed:
                     raise ValueError(f"{key} = {value!r}; allowed: {', '.join(allowed)}")
             bad = [o for o in self.outputs if o not in known]
@@ -155,8 +162,11 @@ class CrankLinkage:
     # ------------------------------------------------------------------ spec
     @property
     def OUTPUT_CHANNELS(self):
-        return {**CRANK_ANGLE, **{k: d for k, (d, _) in JOINT_CHANNELS.items()},
-                **{k: d for k, (d, _) in self.channels.items()}}
+        return {
+            **CRANK_ANGLE,
+            **{k: d for k, (d, _) in JOINT_CHANNELS.items()},
+            **{k: d for k, (d, _) in self.channels.items()},
+        }
 
     @property
     def default_joint(self):
@@ -165,9 +175,13 @@ class CrankLinkage:
     def tables(self, model):
         """[model], the clearance-joint tables (each joint's own with several), [integrator], [outputs]."""
         names = self.joints.get(model.get("clearance_joint", self.default_joint), self.joints[self.default_joint])
-        return [self.model, *_clearance.joint_tables(names, profile=self.profile), _clearance.WEAR,
-                _clearance.crank_integrator(integrate.SCHEMES, DEFAULT_SCHEME, **(self.integrator or {})),
-                specmod.outputs_table(self.OUTPUT_CHANNELS, self.default_outputs)]
+        return [
+            self.model,
+            *_clearance.joint_tables(names, profile=self.profile),
+            _clearance.WEAR,
+            _clearance.crank_integrator(integrate.SCHEMES, DEFAULT_SCHEME, **(self.integrator or {})),
+            specmod.outputs_table(self.OUTPUT_CHANNELS, self.default_outputs),
+        ]
 
     validate_spec = staticmethod(_clearance.validate_spec)
     check_axis = staticmethod(_clearance.check_axis)
@@ -188,15 +202,19 @@ class CrankLinkage:
         return float(np.max(np.asarray(cols["model.ramp_time_s"], float) + it["revolutions"] * 60.0 / rpm))
 
     def make_config(self, spec, t_end):
-        return self.config(clearance_joint=spec["model"]["clearance_joint"],
-                           **_clearance.config_fields(spec, t_end)).validate()
+        return self.config(
+            clearance_joint=spec["model"]["clearance_joint"], **_clearance.config_fields(spec, t_end)
+        ).validate()
 
     def params(self, spec, cfg, flat, dtype, t_end):
         """Params of one variant from {dotted path: scalar} (traceable), steady window from
         ``steady_start`` over the last integrator.steady_revolutions crank revolutions."""
-        p = self.params_cls(**declared(self.model, flat, dtype), **self.extra_params(flat, dtype),
-                            steady_start=jnp.zeros((), dtype),
-                            joint=_clearance.joints_params(spec, cfg.joint, flat, dtype, self.joint_names(cfg)))
+        p = self.params_cls(
+            **declared(self.model, flat, dtype),
+            **self.extra_params(flat, dtype),
+            steady_start=jnp.zeros((), dtype),
+            joint=_clearance.joints_params(spec, cfg.joint, flat, dtype, self.joint_names(cfg)),
+        )
         return p._replace(steady_start=jnp.asarray(self.steady_start(spec, p, t_end), dtype))
 
     def stability_dt(self, p, scheme, clearance_joint=None, normal_law=None):
@@ -221,8 +239,9 @@ class CrankLinkage:
     def check_params(self, spec, cfg, p, name):
         """The bushing stays outside the journal; dt is under the stability bound."""
         _clearance.check_bushing(cfg.joint, p.joint, name)
-        _clearance.check_dt(cfg, np.asarray(self.stability_dt(p, cfg.scheme, cfg.clearance_joint,
-                                                                  cfg.joint.normal_law)), name)
+        _clearance.check_dt(
+            cfg, np.asarray(self.stability_dt(p, cfg.scheme, cfg.clearance_joint, cfg.joint.normal_law)), name
+        )
 
     def joint_names(self, cfg):
         """The clearance joints of a configuration (the per-joint axis of outputs and columns)."""
@@ -263,10 +282,13 @@ class CrankLinkage:
         return self.acc_of(a)
 
     def describe(self, spec, cfg):
-        return {"clearance_joint": cfg.clearance_joint, **_clearance.describe(cfg.joint),
-                "steady_window": f"last {spec['integrator']['steady_revolutions']:g} crank revolution(s) "
-                                 + self.steady_doc,
-                "continuous_contact_s": spec["integrator"]["continuous_contact_s"]}
+        return {
+            "clearance_joint": cfg.clearance_joint,
+            **_clearance.describe(cfg.joint),
+            "steady_window": f"last {spec['integrator']['steady_revolutions']:g} crank revolution(s) "
+            + self.steady_doc,
+            "continuous_contact_s": spec["integrator"]["continuous_contact_s"],
+        }
 
     def bytes_per_variant(self, cfg, precision):
         """Rough device bytes of one variant (automatic chunk size): the saved histories twice
@@ -284,9 +306,11 @@ class CrankLinkage:
         c = float(np.min(cols["joint.clearance_m"]))
         res = float(np.finfo(np.float32).eps) * float(self.float32_scale(cols))
         if res > 0.01 * c:
-            warnings.warn(f"integrator.precision = 'float32' resolves positions to {res:.2g} m, more than 1% of "
-                          f"joint.clearance_m = {c:g}: penetrations and contact forces will be noisy; use float64",
-                          stacklevel=4)
+            warnings.warn(
+                f"integrator.precision = 'float32' resolves positions to {res:.2g} m, more than 1% of "
+                f"joint.clearance_m = {c:g}: penetrations and contact forces will be noisy; use float64",
+                stacklevel=4,
+            )
 
     # ------------------------------------------------------------------ simulation
     def _outputs(self, cfg, q, v, a, jfs, p=None):
@@ -320,11 +344,18 @@ class CrankLinkage:
         def reduce_metrics(acc, out, i):
             a, jfs, q, v, t = out
             ovf = per(jfs, lambda j: j.window_overflow) if cfg.joint.window else None
-            return metrics.update(acc, per(jfs, lambda j: safe_norm(j.force)), self.acc_value(cfg, q, v, a),
-                                  per(jfs, lambda j: jnp.any(j.active)), per(jfs, lambda j: j.new_impacts),
-                                  per(jfs, lambda j: j.n_regions), t >= p.steady_start,
-                                  cfg.min_continuous_steps, window_overflow=ovf,
-                                  penetration=per(jfs, lambda j: jnp.max(j.depth)))
+            return metrics.update(
+                acc,
+                per(jfs, lambda j: safe_norm(j.force)),
+                self.acc_value(cfg, q, v, a),
+                per(jfs, lambda j: jnp.any(j.active)),
+                per(jfs, lambda j: j.new_impacts),
+                per(jfs, lambda j: j.n_regions),
+                t >= p.steady_start,
+                cfg.min_continuous_steps,
+                window_overflow=ovf,
+                penetration=per(jfs, lambda j: jnp.max(j.depth)),
+            )
 
         n_peaks = len(self.peak_names(cfg))
         jp_all = self.joint_tree(p)
@@ -339,8 +370,19 @@ class CrankLinkage:
                 jp = jax.tree_util.tree_map(lambda x: x[j], jp_all) if stacked else jp_all
                 fn = jnp.sum(jf.normal_force)
                 slip = jnp.sum(jf.normal_force * jf.slip_speed) / jnp.where(fn > 0, fn, 1.0)
-                rows.append(wear.increment(jp.points, jf.e_local, jp.journal_radius, fn, slip, cfg.dt,
-                                           jp.wear_coefficient, jp.bushing_length, arcs[j] if stacked else arcs))
+                rows.append(
+                    wear.increment(
+                        jp.points,
+                        jf.e_local,
+                        jp.journal_radius,
+                        fn,
+                        slip,
+                        cfg.dt,
+                        jp.wear_coefficient,
+                        jp.bushing_length,
+                        arcs[j] if stacked else arcs,
+                    )
+                )
             return jnp.where(t >= p.steady_start, jnp.stack(rows), 0.0)
 
         def reduce(acc_x, out, i):  # the metrics, then the mechanism's running maxima and the wear
@@ -362,13 +404,23 @@ class CrankLinkage:
         if n_peaks or cfg.wear:
             n_pts = jp_all.points.shape[-2] if cfg.wear else 0
             acc0 = (acc0, jnp.zeros(max(n_peaks, 1), dtype), jnp.zeros((cfg.n_joints, max(n_pts, 1)), dtype))
-        s, acc, hist = integrate.simulate(step, p, s0, acc0, reduce, cfg.n_saves, cfg.save_every,
-                                          save=save if cfg.outputs else None, checkpoint=cfg.checkpoint,
-                                          block_max=block_max if "contact_force_N" in cfg.outputs else None)
+        s, acc, hist = integrate.simulate(
+            step,
+            p,
+            s0,
+            acc0,
+            reduce,
+            cfg.n_saves,
+            cfg.save_every,
+            save=save if cfg.outputs else None,
+            checkpoint=cfg.checkpoint,
+            block_max=block_max if "contact_force_N" in cfg.outputs else None,
+        )
         acc, peaks, worn = acc if (n_peaks or cfg.wear) else (acc, None, None)
         acc = metrics.finalize(acc, cfg.min_continuous_steps)
-        return Result(acc, hist if hist is not None else {}, s.q, s.v, peaks if n_peaks else None,
-                      worn if cfg.wear else None)
+        return Result(
+            acc, hist if hist is not None else {}, s.q, s.v, peaks if n_peaks else None, worn if cfg.wear else None
+        )
 
     def peak_names(self, cfg):
         """metrics.csv columns of the mechanism's own running maxima (``step_peaks``; none here)."""
@@ -413,8 +465,12 @@ class CrankLinkage:
             ideal, _ = self.reference(cfg, p, t_end, n)
             return metrics.peak_vector(self.simulate(cfg, p).acc, ideal["reaction"], ideal[self.amplified(cfg)[0]])
 
-        return Study(metrics.peak_vector_names(*self.amplified(cfg)), evaluate, "smooth_peak_contact_force_N",
-                     reference=functools.partial(self._reference_batch, cfg, t_end=t_end, n_samples=n))
+        return Study(
+            metrics.peak_vector_names(*self.amplified(cfg)),
+            evaluate,
+            "smooth_peak_contact_force_N",
+            reference=functools.partial(self._reference_batch, cfg, t_end=t_end, n_samples=n),
+        )
 
     @functools.partial(jax.jit, static_argnums=(0, 1), static_argnames=("n_samples",))
     def _reference_batch(self, cfg, p, t_end, n_samples):
@@ -432,10 +488,19 @@ class CrankLinkage:
         steady = {k: np.asarray(v)[:n_real] for k, v in steady.items()}
         out = {}
         ak, au = self.amplified(cfg)
-        metrics.peak_columns(out, "contact_force", "_N", "ideal_peak_reaction_N", acc.peak_force.max(axis=1),
-                             acc.peak_force_steady.max(axis=1), full["reaction"], steady["reaction"])
-        metrics.peak_columns(out, ak, au, f"ideal_peak_{ak}{au}", acc.peak_acc, acc.peak_acc_steady,
-                             full[ak], steady[ak])
+        metrics.peak_columns(
+            out,
+            "contact_force",
+            "_N",
+            "ideal_peak_reaction_N",
+            acc.peak_force.max(axis=1),
+            acc.peak_force_steady.max(axis=1),
+            full["reaction"],
+            steady["reaction"],
+        )
+        metrics.peak_columns(
+            out, ak, au, f"ideal_peak_{ak}{au}", acc.peak_acc, acc.peak_acc_steady, full[ak], steady[ak]
+        )
         # Smooth (power-mean, p = metrics.SMOOTH_EXPONENT) peaks over the run: the differentiable
         # twins that jaxclear sensitivity / identify use.
         sm_f = np.asarray(metrics.smooth_peak(acc.lse_force, acc.steps))
@@ -445,8 +510,9 @@ class CrankLinkage:
         out["smooth_daf_contact_force"] = metrics.amplification(sm_f, full["reaction"])
         out[f"smooth_daf_{ak}"] = metrics.amplification(sm_a, full[ak])
         c = self.joint_clearance(p)
-        metrics.motion_columns(out, acc, self.joint_names(cfg), full,
-                               clearance=None if c is None else np.asarray(c)[:n_real])
+        metrics.motion_columns(
+            out, acc, self.joint_names(cfg), full, clearance=None if c is None else np.asarray(c)[:n_real]
+        )
         if cfg.joint.window:
             out["window_overflow_steps"] = acc.window_overflow_steps.sum(axis=1)
         if getattr(res, "wear", None) is not None:
@@ -454,8 +520,13 @@ class CrankLinkage:
         if res.peaks is not None:
             for k, name in enumerate(self.peak_names(cfg)):
                 out[name] = np.asarray(res.peaks)[:n_real, k]
-        finite = lambda tree: np.all([np.isfinite(np.asarray(x)[:n_real]).reshape(n_real, -1).all(axis=1)
-                                      for x in jax.tree_util.tree_leaves(tree)], axis=0)
+        finite = lambda tree: np.all(
+            [
+                np.isfinite(np.asarray(x)[:n_real]).reshape(n_real, -1).all(axis=1)
+                for x in jax.tree_util.tree_leaves(tree)
+            ],
+            axis=0,
+        )
         out["finite"] = acc.finite & finite(res.q) & finite(res.v)
         return out
 
@@ -473,11 +544,29 @@ class CrankLinkage:
     def plots(self, outdir, spec, table, summary, hists, t):
         """The shared sweep PNGs (contact force vs crank angle, orbits, DAF maps) and the linkage's own."""
         from .. import plots as plots_
+
         written = []
         if "journal_x_m" in hists:
-            written += plots_.sweep_plots(outdir, table, summary, hists, t, spec,
-                                          amplified=("contact_force", self.amplified(self.make_config(spec, float(np.asarray(t)[-1])))[0]))
+            written += plots_.sweep_plots(
+                outdir,
+                table,
+                summary,
+                hists,
+                t,
+                spec,
+                amplified=("contact_force", self.amplified(self.make_config(spec, float(np.asarray(t)[-1])))[0]),
+            )
         if self.versus_ideal:
-            written += plots_.versus_ideal(self, outdir, spec, table, summary, hists, t, self.versus_ideal,
-                                           f"{self.acc_key.split('_')[0]}_vs_crank_angle.png", self.versus_ideal_title)
+            written += plots_.versus_ideal(
+                self,
+                outdir,
+                spec,
+                table,
+                summary,
+                hists,
+                t,
+                self.versus_ideal,
+                f"{self.acc_key.split('_')[0]}_vs_crank_angle.png",
+                self.versus_ideal_title,
+            )
         return written

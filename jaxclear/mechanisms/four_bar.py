@@ -46,8 +46,12 @@ from ..schema import POSITIVE, Param, Table
 from ..spec import SpecError
 from . import _clearance, crank_linkage, declared, defaults, params_type, state_type
 
-JOINTS = {"coupler_follower": ("coupler_follower",), "crank_coupler": ("crank_coupler",),
-          "follower_ground": ("follower_ground",), "coupler_ends": ("crank_coupler", "coupler_follower")}
+JOINTS = {
+    "coupler_follower": ("coupler_follower",),
+    "crank_coupler": ("crank_coupler",),
+    "follower_ground": ("follower_ground",),
+    "coupler_ends": ("crank_coupler", "coupler_follower"),
+}
 CLEARANCE_JOINTS = tuple(JOINTS)
 
 # Channels of this linkage beyond the per-joint ones and the crank angle (crank_linkage).
@@ -57,59 +61,112 @@ CHANNELS = {
     "follower_angular_acceleration_rad_per_s2": ("follower ψ̈", lambda q, v, a: a.follower),
     "coupler_angular_velocity_rad_per_s": ("coupler φ̇", lambda q, v, a: v.coupler),
 }
-DEFAULT_OUTPUTS = ("crank_angle_rad", "contact_force_N", "journal_x_m", "journal_y_m",
-                   "follower_angular_velocity_rad_per_s", "follower_angular_acceleration_rad_per_s2")
+DEFAULT_OUTPUTS = (
+    "crank_angle_rad",
+    "contact_force_N",
+    "journal_x_m",
+    "journal_y_m",
+    "follower_angular_velocity_rad_per_s",
+    "follower_angular_acceleration_rad_per_s2",
+)
 Config = crank_linkage.config_type(__name__, JOINTS, DEFAULT_OUTPUTS, CHANNELS)
 Config.__doc__ = """Static configuration: clearance_joint (one of CLEARANCE_JOINTS) and the fields of
     ``_clearance.ClearanceConfig``."""
-Coordinates = state_type("Coordinates", ("crank", "coupler", "follower"), optional=("coupler_centre",), doc="""Named
+Coordinates = state_type(
+    "Coordinates",
+    ("crank", "coupler", "follower"),
+    optional=("coupler_centre",),
+    doc="""Named
     coordinates (q, v and a alike): crank θ, coupler φ and follower ψ as (cos, sin) pairs in q and
-    rates in v, a; coupler_centre (x_G, y_G) [m] of the free coupler (clearance_joint = "coupler_ends").""")
+    rates in v, a; coupler_centre (x_G, y_G) [m] of the free coupler (clearance_joint = "coupler_ends").""",
+)
 
 
 # Link values chosen for this benchmark (no published four-bar clearance table could be read): a
 # Grashof crank–rocker a + b = 0.17 < c + d = 0.22 m, transmission angle 35.7°–100.8°, links as
 # 20 × 10 mm steel bars (7850 kg/m³: m = 1.57 kg/m · L, J = m L²/12); joint as Flores et al. (2008).
-_LINKS = (("crank", 0.05, 0.0785, 1.635e-5), ("coupler", 0.12, 0.1884, 2.261e-4),
-          ("follower", 0.10, 0.157, 1.308e-4), ("ground", 0.12, None, None))
-MODEL = Table("model", (
-    Param("mechanism", "four_bar", "registered mechanism name"),
-    Param("clearance_joint", "coupler_follower", "which joint has clearance", choices=CLEARANCE_JOINTS),
-    *(Param(f"{n}_length_m", L, f"{n} length", range=POSITIVE, guard=_clearance.metres(10.0, "50 mm = 0.05"),
-            field=f"{n}_length") for n, L, _, _ in _LINKS),
-    *(Param(f"{n}_mass_kg", m, f"{n} mass", range=POSITIVE, field=f"{n}_mass") for n, _, m, _ in _LINKS[1:] if m),
-    *(Param(f"{n}_inertia_kg_m2", J, f"{n} inertia about its centre of mass", range=POSITIVE, field=f"{n}_inertia")
-      for n, _, _, J in _LINKS[1:] if J),
-    replace(_clearance.CRANK_DRIVE[0], default=1500.0, aliases=(("model.crank_speed_rad_per_s", 60 / (2 * math.pi)),)),
-    replace(_clearance.CRANK_DRIVE[1], default=0.12),
-    Param("initial_crank_angle_deg", 90.0, "crank angle θ₀ at t = 0 from the ground line",
-          range=(-360.0, 360.0, True)),
-    _clearance.CRANK_DRIVE[2],
-), doc="links and drive (a Grashof crank–rocker of steel bars)",
-    retired=(("crank_mass_kg", _clearance.DRIVEN_CRANK), ("crank_inertia_kg_m2", _clearance.DRIVEN_CRANK)))
+_LINKS = (
+    ("crank", 0.05, 0.0785, 1.635e-5),
+    ("coupler", 0.12, 0.1884, 2.261e-4),
+    ("follower", 0.10, 0.157, 1.308e-4),
+    ("ground", 0.12, None, None),
+)
+MODEL = Table(
+    "model",
+    (
+        Param("mechanism", "four_bar", "registered mechanism name"),
+        Param("clearance_joint", "coupler_follower", "which joint has clearance", choices=CLEARANCE_JOINTS),
+        *(
+            Param(
+                f"{n}_length_m",
+                L,
+                f"{n} length",
+                range=POSITIVE,
+                guard=_clearance.metres(10.0, "50 mm = 0.05"),
+                field=f"{n}_length",
+            )
+            for n, L, _, _ in _LINKS
+        ),
+        *(Param(f"{n}_mass_kg", m, f"{n} mass", range=POSITIVE, field=f"{n}_mass") for n, _, m, _ in _LINKS[1:] if m),
+        *(
+            Param(
+                f"{n}_inertia_kg_m2", J, f"{n} inertia about its centre of mass", range=POSITIVE, field=f"{n}_inertia"
+            )
+            for n, _, _, J in _LINKS[1:]
+            if J
+        ),
+        replace(
+            _clearance.CRANK_DRIVE[0], default=1500.0, aliases=(("model.crank_speed_rad_per_s", 60 / (2 * math.pi)),)
+        ),
+        replace(_clearance.CRANK_DRIVE[1], default=0.12),
+        Param(
+            "initial_crank_angle_deg", 90.0, "crank angle θ₀ at t = 0 from the ground line", range=(-360.0, 360.0, True)
+        ),
+        _clearance.CRANK_DRIVE[2],
+    ),
+    doc="links and drive (a Grashof crank–rocker of steel bars)",
+    retired=(("crank_mass_kg", _clearance.DRIVEN_CRANK), ("crank_inertia_kg_m2", _clearance.DRIVEN_CRANK)),
+)
 BENCHMARK = {p.key: p.default for p in MODEL.params if p.key.endswith(("_length_m", "_mass_kg", "_inertia_kg_m2"))}
 
-Params = params_type("Params", MODEL, extra=("crank_angle0", "steady_start", "joint"), doc="""Lengths [m],
+Params = params_type(
+    "Params",
+    MODEL,
+    extra=("crank_angle0", "steady_start", "joint"),
+    doc="""Lengths [m],
     masses [kg], inertias about the centres of mass [kg·m²], crank_speed ω [rad/s] reached after the
     linear ramp of ramp_time [s] (0: constant from t = 0), gravity g [m/s²] (fields from MODEL's
-    declarations), crank_angle0 θ₀ [rad], steady_start [s], joint: JointParams.""")
+    declarations), crank_angle0 θ₀ [rad], steady_start [s], joint: JointParams.""",
+)
 
 
-def benchmark_params(clearance=0.5e-3, crank_speed=50 * math.pi, ramp_time=0.12, journal_radius=10.0e-3,
-                     restitution=0.9, friction_coefficient=0.01, crank_angle0=math.pi / 2, gravity=9.81,
-                     steady_start=0.0, normal_law="lankarani_nikravesh", stiffness=None):
+def benchmark_params(
+    clearance=0.5e-3,
+    crank_speed=50 * math.pi,
+    ramp_time=0.12,
+    journal_radius=10.0e-3,
+    restitution=0.9,
+    friction_coefficient=0.01,
+    crank_angle0=math.pi / 2,
+    gravity=9.81,
+    steady_start=0.0,
+    normal_law="lankarani_nikravesh",
+    stiffness=None,
+):
     """Params of the four-bar benchmark (MODEL's default links, Flores-type joint); arguments may
     be traced arrays; crank_speed in rad/s."""
     dt = jnp.result_type(float)
     f = lambda x: jnp.asarray(x, dtype=dt)
-    jp = _clearance.benchmark_joint(clearance, journal_radius, restitution, friction_coefficient,
-                                    normal_law=normal_law, stiffness=stiffness)
+    jp = _clearance.benchmark_joint(
+        clearance, journal_radius, restitution, friction_coefficient, normal_law=normal_law, stiffness=stiffness
+    )
     fields = declared(MODEL, defaults(MODEL), dt)
     fields.update(crank_speed=f(crank_speed), ramp_time=f(ramp_time), gravity=f(gravity))
     return Params(**fields, crank_angle0=f(crank_angle0), steady_start=f(steady_start), joint=jp)
 
 
 # ----------------------------------------------------------------------------- ideal mechanism
+
 
 def crank_angle(p: Params, t):
     """θ(t), θ̇(t), θ̈(t) of the driver (``drivers.crank_ramp``: linear ramp from rest, then ω)."""
@@ -153,8 +210,20 @@ def ideal_kinematics(p: Params, t):
     r = -a * (al * perp(ut) - wd * wd * ut) + b * phid * phid * uf - c * psid * psid * up
     phidd, psidd = _solve2(m1, m2, r)
     aB = a * (al * perp(ut) - wd * wd * ut)
-    return {"theta": th, "theta_dot": wd, "theta_ddot": al, "phi": phi, "phi_dot": phid, "phi_ddot": phidd,
-            "psi": psi, "psi_dot": psid, "psi_ddot": psidd, "B": B, "C": C, "a_B": aB}
+    return {
+        "theta": th,
+        "theta_dot": wd,
+        "theta_ddot": al,
+        "phi": phi,
+        "phi_dot": phid,
+        "phi_ddot": phidd,
+        "psi": psi,
+        "psi_dot": psid,
+        "psi_ddot": psidd,
+        "B": B,
+        "C": C,
+        "a_B": aB,
+    }
 
 
 def ideal(p: Params, t):
@@ -176,8 +245,11 @@ def ideal(p: Params, t):
     uf = jnp.stack([jnp.cos(k["phi"]), jnp.sin(k["phi"])], -1)
     up = jnp.stack([jnp.cos(k["psi"]), jnp.sin(k["psi"])], -1)
     a3 = jo * k["psi_ddot"] + p.follower_mass * p.gravity * l3 * up[:, 0]
-    a2 = -(jb * k["phi_ddot"] + p.coupler_mass * l2 * jnp.sum(perp(uf) * k["a_B"], -1)
-           + p.coupler_mass * p.gravity * l2 * uf[:, 0])
+    a2 = -(
+        jb * k["phi_ddot"]
+        + p.coupler_mass * l2 * jnp.sum(perp(uf) * k["a_B"], -1)
+        + p.coupler_mass * p.gravity * l2 * uf[:, 0]
+    )
     # rows: u × R = u_x R_y − u_y R_x
     det = c * b * (-up[:, 1] * uf[:, 0] + up[:, 0] * uf[:, 1])
     rx = (a3 * b * uf[:, 0] - c * up[:, 0] * a2) / det
@@ -190,14 +262,23 @@ def ideal(p: Params, t):
     a_g3 = l3 * (k["psi_ddot"][:, None] * perp(up) - (k["psi_dot"] ** 2)[:, None] * up)
     r_b = p.coupler_mass * (a_g2 - g) + r
     r_o4 = p.follower_mass * (a_g3 - g) - r
-    return {"theta": k["theta"], "follower_angle": k["psi"], "follower_angular_velocity": k["psi_dot"],
-            "follower_angular_acceleration": k["psi_ddot"], "coupler_angle": k["phi"],
-            "coupler_angular_velocity": k["phi_dot"], "reaction_x": rx, "reaction_y": ry,
-            "reaction_coupler_follower": jnp.hypot(rx, ry),
-            "reaction_crank_coupler": jnp.hypot(r_b[:, 0], r_b[:, 1]),
-            "reaction_crank_coupler_x": r_b[:, 0], "reaction_crank_coupler_y": r_b[:, 1],
-            "reaction_follower_ground": jnp.hypot(r_o4[:, 0], r_o4[:, 1]),
-            "reaction_follower_ground_x": r_o4[:, 0], "reaction_follower_ground_y": r_o4[:, 1]}
+    return {
+        "theta": k["theta"],
+        "follower_angle": k["psi"],
+        "follower_angular_velocity": k["psi_dot"],
+        "follower_angular_acceleration": k["psi_ddot"],
+        "coupler_angle": k["phi"],
+        "coupler_angular_velocity": k["phi_dot"],
+        "reaction_x": rx,
+        "reaction_y": ry,
+        "reaction_coupler_follower": jnp.hypot(rx, ry),
+        "reaction_crank_coupler": jnp.hypot(r_b[:, 0], r_b[:, 1]),
+        "reaction_crank_coupler_x": r_b[:, 0],
+        "reaction_crank_coupler_y": r_b[:, 1],
+        "reaction_follower_ground": jnp.hypot(r_o4[:, 0], r_o4[:, 1]),
+        "reaction_follower_ground_x": r_o4[:, 0],
+        "reaction_follower_ground_y": r_o4[:, 1],
+    }
 
 
 def ideal_peaks(p: Params, t_end, steady_start, n_samples: int = 20001, joint: str = "coupler_follower"):
@@ -211,6 +292,7 @@ def ideal_peaks(p: Params, t_end, steady_start, n_samples: int = 20001, joint: s
 
 
 # ----------------------------------------------------------------------------- clearance model
+
 
 def _accel_coupler_follower(cfg, p, q, v, aux, t):
     """Journal on the coupler end C, bearing on the follower end D (turning with the follower):
@@ -231,8 +313,11 @@ def _accel_coupler_follower(cfg, p, q, v, aux, t):
     with integrate.stage("equations_of_motion"):
         jb = p.coupler_inertia + p.coupler_mass * l2 * l2
         jo = p.follower_inertia + p.follower_mass * l3 * l3
-        tau2 = (-p.coupler_mass * l2 * jnp.dot(perp(uf), ab) - p.coupler_mass * p.gravity * l2 * uf[0]
-                + joints.moment(jf.f_slots, jf.p_j, b_pt))
+        tau2 = (
+            -p.coupler_mass * l2 * jnp.dot(perp(uf), ab)
+            - p.coupler_mass * p.gravity * l2 * uf[0]
+            + joints.moment(jf.f_slots, jf.p_j, b_pt)
+        )
         tau3 = -p.follower_mass * p.gravity * l3 * up[0] + joints.moment(-jf.f_slots, jf.p_b, o4)
         a = Coordinates(crank=alpha, coupler=tau2 / jb, follower=tau3 / jo)
     return a, mem[None], (jf,)
@@ -281,8 +366,23 @@ def _accel_crank_coupler(cfg, p, q, v, aux, t):
         q1 = c * cross2(up, jnp.sum(f_b, axis=0))
         q2 = joints.moment(f_b, jf.p_b, c_pt)
         g = jnp.stack([0.0 * p.gravity, -p.gravity])
-        psidd, phidd = _chain2(g, 0.0 * o4, up, wp, c, 0.5 * c, p.follower_mass, p.follower_inertia,
-                               -uf, wf, 0.5 * b, p.coupler_mass, p.coupler_inertia, q1, q2)
+        psidd, phidd = _chain2(
+            g,
+            0.0 * o4,
+            up,
+            wp,
+            c,
+            0.5 * c,
+            p.follower_mass,
+            p.follower_inertia,
+            -uf,
+            wf,
+            0.5 * b,
+            p.coupler_mass,
+            p.coupler_inertia,
+            q1,
+            q2,
+        )
     return Coordinates(crank=alpha, coupler=phidd, follower=psidd), mem[None], (jf,)
 
 
@@ -299,15 +399,29 @@ def _accel_follower_ground(cfg, p, q, v, aux, t):
         r_j = c_pt - c * up
         v_j = vb + b * wf * perp(uf) - c * wp * perp(up)
         o4 = jnp.stack([p.ground_length, 0.0 * p.ground_length])
-        kin = joints.JointKinematics(r_j, v_j, wp, o4, 0.0 * o4, jnp.stack([1.0 + 0.0 * wp, 0.0 * wp]),
-                                     0.0 * wp)
+        kin = joints.JointKinematics(r_j, v_j, wp, o4, 0.0 * o4, jnp.stack([1.0 + 0.0 * wp, 0.0 * wp]), 0.0 * wp)
     jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
     with integrate.stage("equations_of_motion"):
         q1 = b * cross2(uf, jnp.sum(jf.f_slots, axis=0))
         q2 = joints.moment(jf.f_slots, jf.p_j, c_pt)
         g = jnp.stack([0.0 * p.gravity, -p.gravity])
-        phidd, psidd = _chain2(g, ab, uf, wf, b, 0.5 * b, p.coupler_mass, p.coupler_inertia,
-                               -up, wp, 0.5 * c, p.follower_mass, p.follower_inertia, q1, q2)
+        phidd, psidd = _chain2(
+            g,
+            ab,
+            uf,
+            wf,
+            b,
+            0.5 * b,
+            p.coupler_mass,
+            p.coupler_inertia,
+            -up,
+            wp,
+            0.5 * c,
+            p.follower_mass,
+            p.follower_inertia,
+            q1,
+            q2,
+        )
     return Coordinates(crank=alpha, coupler=phidd, follower=psidd), mem[None], (jf,)
 
 
@@ -331,8 +445,7 @@ def _accel_coupler_ends(cfg, p, q, v, aux, t):
         jp1 = jax.tree_util.tree_map(lambda x: x[0], p.joint)
         jp2 = jax.tree_util.tree_map(lambda x: x[1], p.joint)
         kin1 = joints.JointKinematics(b_pt, vb, v.crank, gc - l2 * uf, vg - l2 * wf * perp(uf), uf, wf)
-        kin2 = joints.JointKinematics(gc + l2 * uf, vg + l2 * wf * perp(uf), wf, o4 + c * up,
-                                      c * wp * perp(up), up, wp)
+        kin2 = joints.JointKinematics(gc + l2 * uf, vg + l2 * wf * perp(uf), wf, o4 + c * up, c * wp * perp(up), up, wp)
     jf1, mem1 = joints.evaluate(cfg.joint, jp1, kin1, aux[0])
     jf2, mem2 = joints.evaluate(cfg.joint, jp2, kin2, aux[1])
     with integrate.stage("equations_of_motion"):
@@ -345,8 +458,12 @@ def _accel_coupler_ends(cfg, p, q, v, aux, t):
     return a, jnp.stack([mem1, mem2]), (jf1, jf2)
 
 
-_ACCEL = {"coupler_follower": _accel_coupler_follower, "crank_coupler": _accel_crank_coupler,
-          "follower_ground": _accel_follower_ground, "coupler_ends": _accel_coupler_ends}
+_ACCEL = {
+    "coupler_follower": _accel_coupler_follower,
+    "crank_coupler": _accel_crank_coupler,
+    "follower_ground": _accel_follower_ground,
+    "coupler_ends": _accel_coupler_ends,
+}
 
 
 def initial_state(cfg: Config, p: Params):
@@ -367,6 +484,7 @@ def initial_state(cfg: Config, p: Params):
 
 # ----------------------------------------------------------------------------- sweep protocol
 
+
 def _check_geometry(cols):
     """A Grashof crank–rocker (the crank shortest and s + l < p + q), so that the crank turns
     fully with the loop closed."""
@@ -377,9 +495,12 @@ def _check_geometry(cols):
     if not np.all(ok):
         i = int(np.argmin(ok.ravel()))
         vals = ", ".join(f"model.{k}_length_m = {float(np.ravel(v)[i if v.ndim else 0]):g}" for k, v in zip(L, Lb))
-        raise SpecError(f"{vals}" + (f" (variant {i})" if ok.ndim else "")
-                        + ": not a Grashof crank–rocker (the crank must be the shortest link and "
-                          "shortest + longest < sum of the other two)")
+        raise SpecError(
+            f"{vals}"
+            + (f" (variant {i})" if ok.ndim else "")
+            + ": not a Grashof crank–rocker (the crank must be the shortest link and "
+            "shortest + longest < sum of the other two)"
+        )
 
 
 def _steady_start(spec, p, t_end):
@@ -395,27 +516,48 @@ def _effective_mass(p: Params, joint: str):
     the hanging chain, bounded below by the free link's 1/(1/m + (L/2)²/J) (constraints only add
     mass); coupler_ends — the free coupler's end or the follower about O₄."""
     l2, l3 = 0.5 * p.coupler_length, 0.5 * p.follower_length
-    m2 = (p.coupler_inertia + p.coupler_mass * l2 * l2) / p.coupler_length ** 2
-    m3 = (p.follower_inertia + p.follower_mass * l3 * l3) / p.follower_length ** 2
+    m2 = (p.coupler_inertia + p.coupler_mass * l2 * l2) / p.coupler_length**2
+    m3 = (p.follower_inertia + p.follower_mass * l3 * l3) / p.follower_length**2
     m2_free = 1.0 / (1.0 / p.coupler_mass + l2 * l2 / p.coupler_inertia)
-    return {"crank_coupler": m2_free, "follower_ground": 1.0 / (1.0 / p.follower_mass + l3 * l3 / p.follower_inertia),
-            "coupler_ends": jnp.minimum(m2_free, m3)}.get(joint, jnp.minimum(m2, m3))
+    return {
+        "crank_coupler": m2_free,
+        "follower_ground": 1.0 / (1.0 / p.follower_mass + l3 * l3 / p.follower_inertia),
+        "coupler_ends": jnp.minimum(m2_free, m3),
+    }.get(joint, jnp.minimum(m2, m3))
 
 
 MECHANISM = crank_linkage.CrankLinkage(
-    name="four_bar", model=MODEL, joints=JOINTS, config=Config, params_cls=Params, accel=_ACCEL,
-    initial_state=initial_state, channels=CHANNELS, default_outputs=DEFAULT_OUTPUTS,
-    acc_key="follower_angular_acceleration", acc_unit="_rad_per_s2", acc_of=lambda a: a.follower,
-    ideal_peaks=ideal_peaks, ideal_kw=lambda cfg: {"joint": cfg.clearance_joint},
-    samples=(2048, 4096), steady_start=_steady_start, effective_mass=_effective_mass,
-    check_geometry=_check_geometry, steady_doc="before t_end (by crank angle)",
-    extra_params=lambda flat, dtype: {"crank_angle0": jnp.deg2rad(jnp.asarray(flat["model.initial_crank_angle_deg"], dtype))},
+    name="four_bar",
+    model=MODEL,
+    joints=JOINTS,
+    config=Config,
+    params_cls=Params,
+    accel=_ACCEL,
+    initial_state=initial_state,
+    channels=CHANNELS,
+    default_outputs=DEFAULT_OUTPUTS,
+    acc_key="follower_angular_acceleration",
+    acc_unit="_rad_per_s2",
+    acc_of=lambda a: a.follower,
+    ideal_peaks=ideal_peaks,
+    ideal_kw=lambda cfg: {"joint": cfg.clearance_joint},
+    samples=(2048, 4096),
+    steady_start=_steady_start,
+    effective_mass=_effective_mass,
+    check_geometry=_check_geometry,
+    steady_doc="before t_end (by crank angle)",
+    extra_params=lambda flat, dtype: {
+        "crank_angle0": jnp.deg2rad(jnp.asarray(flat["model.initial_crank_angle_deg"], dtype))
+    },
     integrator={"t_end_s": 0.14, "save_every": 50},
     # as Zheng et al. Fig. 6(a)–(c): the follower's rate and acceleration and the joint force against the ideal
-    versus_ideal=(("follower_angular_velocity_rad_per_s", "follower_angular_velocity", "follower ψ̇ [rad/s]"),
-                  ("follower_angular_acceleration_rad_per_s2", "follower_angular_acceleration", "follower ψ̈ [rad/s²]"),
-                  ("contact_force_N", "reaction", "joint force [N]")),
-    versus_ideal_title="last crank revolution (as Fig. 6 of Zheng et al.)")
+    versus_ideal=(
+        ("follower_angular_velocity_rad_per_s", "follower_angular_velocity", "follower ψ̇ [rad/s]"),
+        ("follower_angular_acceleration_rad_per_s2", "follower_angular_acceleration", "follower ψ̈ [rad/s²]"),
+        ("contact_force_N", "reaction", "joint force [N]"),
+    ),
+    versus_ideal_title="last crank revolution (as Fig. 6 of Zheng et al.)",
+)
 simulate, STUDY_METRICS = MECHANISM.simulate, MECHANISM.STUDY_METRICS
 Result = crank_linkage.Result
 

@@ -44,8 +44,7 @@ OUTPUT_CHANNELS = {
     "friction_force_N": "floor friction force on the mass",
     "stuck": "1 while the mass is held by static friction, else 0",
 }
-DEFAULT_OUTPUTS = ("displacement_m", "velocity_m_per_s", "contact_force_N", "friction_force_N",
-                   "stuck")
+DEFAULT_OUTPUTS = ("displacement_m", "velocity_m_per_s", "contact_force_N", "friction_force_N", "stuck")
 
 
 @dataclass(frozen=True)
@@ -99,8 +98,13 @@ class Config:
         se = steps_per_period if save_every is None else save_every
         if (n_record * steps_per_period) % se:
             raise ValueError(f"save_every = {se} must divide the {n_record * steps_per_period} recorded steps")
-        return Config(steps_per_period=steps_per_period, n_transient=n_transient,
-                      n_saves=n_record * steps_per_period // se, save_every=se, **kw)
+        return Config(
+            steps_per_period=steps_per_period,
+            n_transient=n_transient,
+            n_saves=n_record * steps_per_period // se,
+            save_every=se,
+            **kw,
+        )
 
 
 class Params(NamedTuple):
@@ -136,10 +140,24 @@ def reference_params(**kw) -> Params:
     F0 = 20 N, symmetric gap 5 mm, steel-like Hertz stop K = 1e8 N/m^1.5 with Hunt–Crossley
     e = 0.7, floor friction μ0 = 0.25, μ = 0.18 under N = m g, Ω = 30 rad/s.  Any field can be
     overridden by keyword (arrays allowed)."""
-    base = dict(mass=1.0, stiffness=1000.0, damping=2 * 0.02 * (1000.0 * 1.0) ** 0.5,
-                force_amplitude=20.0, forcing_frequency=30.0, gap_right=5e-3, gap_left=5e-3,
-                contact_stiffness=1e8, contact_exponent=1.5, restitution=0.7, mu_static=0.25,
-                mu_kinetic=0.18, normal_load=9.81, v_reg=1e-3, x0=0.0, v0=0.0)
+    base = dict(
+        mass=1.0,
+        stiffness=1000.0,
+        damping=2 * 0.02 * (1000.0 * 1.0) ** 0.5,
+        force_amplitude=20.0,
+        forcing_frequency=30.0,
+        gap_right=5e-3,
+        gap_left=5e-3,
+        contact_stiffness=1e8,
+        contact_exponent=1.5,
+        restitution=0.7,
+        mu_static=0.25,
+        mu_kinetic=0.18,
+        normal_load=9.81,
+        v_reg=1e-3,
+        x0=0.0,
+        v0=0.0,
+    )
     return float_params(Params, base, kw, "oscillator")
 
 
@@ -200,8 +218,7 @@ def contact_force(cfg: Config, p: Params, x, v, v_minus):
     penetration rates [m/s]).  δ_r = x − g_r, δ̇_r = v;  δ_l = −g_l − x, δ̇_l = −v."""
     delta = jnp.stack([x - p.gap_right, -p.gap_left - x])
     rate = jnp.stack([v, -v])
-    fn = laws.normal_force(cfg.normal_law, delta, rate, v_minus, p.contact_stiffness,
-                           p.contact_exponent, p.restitution)
+    fn = laws.normal_force(cfg.normal_law, delta, rate, v_minus, p.contact_stiffness, p.contact_exponent, p.restitution)
     return fn[1] - fn[0], delta, rate
 
 
@@ -224,17 +241,20 @@ def make_step(cfg: Config):
             v_minus = jnp.where(onset, rate, s.v_minus)
             fc, _, _ = contact_force(cfg, p, x_m, s.v, v_minus)
         with integrate.stage("equations_of_motion"):
-            f_force = p.force_amplitude * jnp.cos(2.0 * jnp.pi * (jnp.asarray(j, dtype=float) + 0.5) / N).astype(s.x.dtype)
+            f_force = p.force_amplitude * jnp.cos(2.0 * jnp.pi * (jnp.asarray(j, dtype=float) + 0.5) / N).astype(
+                s.x.dtype
+            )
             f_damp = -p.damping * s.v
             v_free = s.v + h / p.mass * (f_force - p.stiffness * x_m + f_damp + fc)
         with integrate.stage("contact_laws"):  # set-valued friction on the impulse h·F_t
             if cfg.friction == "stick_slip":
-                ft, v1, stuck = laws.stick_slip_friction(v_free, 1.0 / p.mass, p.normal_load,
-                                                         p.mu_static, p.mu_kinetic, h)
+                ft, v1, stuck = laws.stick_slip_friction(
+                    v_free, 1.0 / p.mass, p.normal_load, p.mu_static, p.mu_kinetic, h
+                )
             elif cfg.friction == "lcp_acceleration":
                 ft, stuck = laws.stick_slip_friction_acceleration(
-                    s.v, (v_free - s.v) / h, 1.0 / p.mass, p.normal_load, p.mu_static,
-                    p.mu_kinetic, p.v_reg)
+                    s.v, (v_free - s.v) / h, 1.0 / p.mass, p.normal_load, p.mu_static, p.mu_kinetic, p.v_reg
+                )
                 v1 = v_free + h / p.mass * ft
             elif cfg.friction == "regularised":
                 ft = laws.friction_force("coulomb", s.v, p.normal_load, p.mu_kinetic, v0=p.v_reg)
@@ -245,16 +265,20 @@ def make_step(cfg: Config):
         with integrate.stage("integrator_update"):
             x1 = x_m + 0.5 * h * v1
             dx = x1 - s.x
-        out = Step(x1, v1, fc, ft, stuck, jnp.any(onset), f_force * dx, f_damp * dx, ft * dx,
-                   fc * dx)
+        out = Step(x1, v1, fc, ft, stuck, jnp.any(onset), f_force * dx, f_damp * dx, ft * dx, fc * dx)
         return State(x1, v1, v_minus, contact), out
 
     return step
 
 
 def _channels(cfg: Config, o: Step):
-    full = {"displacement_m": o.x, "velocity_m_per_s": o.v, "contact_force_N": o.contact_force,
-            "friction_force_N": o.friction_force, "stuck": o.stuck.astype(o.x.dtype)}
+    full = {
+        "displacement_m": o.x,
+        "velocity_m_per_s": o.v,
+        "contact_force_N": o.contact_force,
+        "friction_force_N": o.friction_force,
+        "stuck": o.stuck.astype(o.x.dtype),
+    }
     return {c: full[c] for c in cfg.outputs}
 
 
@@ -270,25 +294,30 @@ def simulate(cfg: Config, p: Params) -> Result:
     works0 = (zero, zero, zero, zero)
 
     def add_works(w, o):
-        return (w[0] + o.work_forcing, w[1] + o.work_damping, w[2] + o.work_friction,
-                w[3] + o.work_contact)
+        return (w[0] + o.work_forcing, w[1] + o.work_damping, w[2] + o.work_friction, w[3] + o.work_contact)
 
     s = initial_state(p)
     works = works0
     if cfg.n_transient:
-        s, works, _ = integrate.simulate(step, p, s, works0, lambda w, o, i: add_works(w, o),
-                                         cfg.n_transient, N)
+        s, works, _ = integrate.simulate(step, p, s, works0, lambda w, o, i: add_works(w, o), cfg.n_transient, N)
 
     # acc: works, n stuck steps, n impacts, peak |F_c|, peak |x|, transitions, last stuck
     acc0 = (works, zero, zero, zero, zero, zero, -jnp.ones((), dtype))  # last: -1 = none yet
 
     def reduce(a, o, i):
-        return (add_works(a[0], o), a[1] + o.stuck.astype(dtype), a[2] + o.impact.astype(dtype),
-                jnp.maximum(a[3], jnp.abs(o.contact_force)), jnp.maximum(a[4], jnp.abs(o.x)),
-                a[5] + ((a[6] >= 0) & (o.stuck != (a[6] > 0))).astype(dtype), o.stuck.astype(dtype))
+        return (
+            add_works(a[0], o),
+            a[1] + o.stuck.astype(dtype),
+            a[2] + o.impact.astype(dtype),
+            jnp.maximum(a[3], jnp.abs(o.contact_force)),
+            jnp.maximum(a[4], jnp.abs(o.x)),
+            a[5] + ((a[6] >= 0) & (o.stuck != (a[6] > 0))).astype(dtype),
+            o.stuck.astype(dtype),
+        )
 
-    s, acc, (hist, xs, vs) = integrate.simulate(step, p, s, acc0, reduce, cfg.n_saves, cfg.save_every,
-                                                save=lambda o: (_channels(cfg, o), o.x, o.v))
+    s, acc, (hist, xs, vs) = integrate.simulate(
+        step, p, s, acc0, reduce, cfg.n_saves, cfg.save_every, save=lambda o: (_channels(cfg, o), o.x, o.v)
+    )
     # Poincaré points: the saves that fall on period ends (every N/k-th when k divides N)
     k = cfg.save_every
     if N % k == 0:
@@ -299,8 +328,7 @@ def simulate(cfg: Config, p: Params) -> Result:
     n_rec = cfg.n_record_steps
     w = acc[0]
     fin = jnp.isfinite(s.x) & jnp.isfinite(s.v)
-    return Result(hist, px, pv, s, acc[1] / n_rec, acc[2] * N / n_rec, acc[3], acc[4], acc[5],
-                  *w, fin)
+    return Result(hist, px, pv, s, acc[1] / n_rec, acc[2] * N / n_rec, acc[3], acc[4], acc[5], *w, fin)
 
 
 # ------------------------------------------------------------------------------------------
@@ -315,72 +343,142 @@ from ..schema import NONNEGATIVE, POSITIVE, Param, Table  # noqa: E402
 from ..spec import SpecError  # noqa: E402
 from . import declared  # noqa: E402
 
-MODEL = Table("model", (
-    Param("mechanism", "impact_oscillator", "registered mechanism name"),
-    Param("mass_kg", 1.0, "mass m", range=POSITIVE, field="mass"),
-    Param("stiffness_N_per_m", 1000.0, "spring stiffness k", range=NONNEGATIVE, field="stiffness"),
-    Param("damping_N_s_per_m", 2 * 0.02 * math.sqrt(1000.0), "viscous damping c", range=NONNEGATIVE, field="damping"),
-    Param("force_amplitude_N", 20.0, "harmonic force amplitude F0", range=(-math.inf, math.inf, True),
-          field="force_amplitude"),
-    Param("forcing_frequency_rad_per_s", 30.0, "forcing frequency Ω", range=(0.0, 1e6, False),
-          field="forcing_frequency"),
-    Param("gap_m", 5e-3, "half distance g between the stops", range=(0.0, 1.0, False)),
-    Param("gap_offset_m", 0.0, "offset of the stops' centre (stops at offset ± gap)", range=(-1.0, 1.0, True)),
-    Param("initial_position_m", 0.0, "x(0)", range=(-1.0, 1.0, True), field="x0"),
-    Param("initial_velocity_m_per_s", 0.0, "ẋ(0)", range=(-1e3, 1e3, True), field="v0"),
-), doc="oscillator and forcing (Wang & Wang 2015)")
-LAWS = Table("laws", (
-    Param("normal", "hunt_crossley", "normal-force law at the stops", choices=laws.NORMAL_LAWS,
-          aliases=("contact.law",)),
-    Param("stiffness_N_per_m_n", 1e8, "contact stiffness K of K δⁿ", range=POSITIVE, field="contact_stiffness",
-          aliases=("contact.stiffness_N_per_m_n",)),
-    Param("exponent", 1.5, "exponent n", range=(1.0, 3.0, True), field="contact_exponent",
-          aliases=("contact.exponent",)),
-    Param("restitution", 0.7, "coefficient of restitution e", range=(0.0, 1.0, False), field="restitution",
-          aliases=("contact.restitution",)),
-), doc="contact law at the stops (the [laws] of every mechanism; was [contact])")
-FRICTION = Table("friction", (
-    Param("model", "stick_slip", "dry-friction model", choices=laws.STICK_SLIP_MODELS),
-    Param("static_coefficient", 0.25, "static coefficient μ0", range=(0.0, 10.0, True), field="mu_static"),
-    Param("kinetic_coefficient", 0.18, "kinetic coefficient μ (≤ μ0)", range=(0.0, 10.0, True), field="mu_kinetic"),
-    Param("normal_load_N", 9.81, "floor reaction N", range=NONNEGATIVE, field="normal_load"),
-    Param("regularisation_velocity_m_per_s", 1e-3, "velocity of the regularised law", range=(0.0, 1.0, False),
-          field="v_reg"),
-), doc="dry friction on the floor")
-INTEGRATOR = Table("integrator", (
-    Param("scheme", "moreau_midpoint", "time-stepping scheme", choices=SCHEMES),
-    Param("steps_per_period", 2000, "steps per forcing period (h = T/N)", range=(16, 10**7)),
-    Param("transient_periods", 200, "periods discarded before recording", range=(0, 10**6)),
-    Param("record_periods", 60, "periods recorded", range=(1, 10**6)),
-    Param("save_every", 2000, "save every N steps (= steps_per_period: Poincaré section)", range=(1, 10**9)),
-    Param("precision", "float64", "floating-point precision", choices=specmod.PRECISIONS),
-    Param("chunk_size", 0, "variants per compiled batch (0: automatic)", range=(0, 10**7)),
-), doc="periods, not seconds: the step is T/N of each variant", sweepable=False)
-TABLES = [MODEL, LAWS, FRICTION, INTEGRATOR,
-          specmod.outputs_table(OUTPUT_CHANNELS, ["displacement_m", "velocity_m_per_s"])]
+MODEL = Table(
+    "model",
+    (
+        Param("mechanism", "impact_oscillator", "registered mechanism name"),
+        Param("mass_kg", 1.0, "mass m", range=POSITIVE, field="mass"),
+        Param("stiffness_N_per_m", 1000.0, "spring stiffness k", range=NONNEGATIVE, field="stiffness"),
+        Param(
+            "damping_N_s_per_m", 2 * 0.02 * math.sqrt(1000.0), "viscous damping c", range=NONNEGATIVE, field="damping"
+        ),
+        Param(
+            "force_amplitude_N",
+            20.0,
+            "harmonic force amplitude F0",
+            range=(-math.inf, math.inf, True),
+            field="force_amplitude",
+        ),
+        Param(
+            "forcing_frequency_rad_per_s",
+            30.0,
+            "forcing frequency Ω",
+            range=(0.0, 1e6, False),
+            field="forcing_frequency",
+        ),
+        Param("gap_m", 5e-3, "half distance g between the stops", range=(0.0, 1.0, False)),
+        Param("gap_offset_m", 0.0, "offset of the stops' centre (stops at offset ± gap)", range=(-1.0, 1.0, True)),
+        Param("initial_position_m", 0.0, "x(0)", range=(-1.0, 1.0, True), field="x0"),
+        Param("initial_velocity_m_per_s", 0.0, "ẋ(0)", range=(-1e3, 1e3, True), field="v0"),
+    ),
+    doc="oscillator and forcing (Wang & Wang 2015)",
+)
+LAWS = Table(
+    "laws",
+    (
+        Param(
+            "normal",
+            "hunt_crossley",
+            "normal-force law at the stops",
+            choices=laws.NORMAL_LAWS,
+            aliases=("contact.law",),
+        ),
+        Param(
+            "stiffness_N_per_m_n",
+            1e8,
+            "contact stiffness K of K δⁿ",
+            range=POSITIVE,
+            field="contact_stiffness",
+            aliases=("contact.stiffness_N_per_m_n",),
+        ),
+        Param(
+            "exponent",
+            1.5,
+            "exponent n",
+            range=(1.0, 3.0, True),
+            field="contact_exponent",
+            aliases=("contact.exponent",),
+        ),
+        Param(
+            "restitution",
+            0.7,
+            "coefficient of restitution e",
+            range=(0.0, 1.0, False),
+            field="restitution",
+            aliases=("contact.restitution",),
+        ),
+    ),
+    doc="contact law at the stops (the [laws] of every mechanism; was [contact])",
+)
+FRICTION = Table(
+    "friction",
+    (
+        Param("model", "stick_slip", "dry-friction model", choices=laws.STICK_SLIP_MODELS),
+        Param("static_coefficient", 0.25, "static coefficient μ0", range=(0.0, 10.0, True), field="mu_static"),
+        Param("kinetic_coefficient", 0.18, "kinetic coefficient μ (≤ μ0)", range=(0.0, 10.0, True), field="mu_kinetic"),
+        Param("normal_load_N", 9.81, "floor reaction N", range=NONNEGATIVE, field="normal_load"),
+        Param(
+            "regularisation_velocity_m_per_s",
+            1e-3,
+            "velocity of the regularised law",
+            range=(0.0, 1.0, False),
+            field="v_reg",
+        ),
+    ),
+    doc="dry friction on the floor",
+)
+INTEGRATOR = Table(
+    "integrator",
+    (
+        Param("scheme", "moreau_midpoint", "time-stepping scheme", choices=SCHEMES),
+        Param("steps_per_period", 2000, "steps per forcing period (h = T/N)", range=(16, 10**7)),
+        Param("transient_periods", 200, "periods discarded before recording", range=(0, 10**6)),
+        Param("record_periods", 60, "periods recorded", range=(1, 10**6)),
+        Param("save_every", 2000, "save every N steps (= steps_per_period: Poincaré section)", range=(1, 10**9)),
+        Param("precision", "float64", "floating-point precision", choices=specmod.PRECISIONS),
+        Param("chunk_size", 0, "variants per compiled batch (0: automatic)", range=(0, 10**7)),
+    ),
+    doc="periods, not seconds: the step is T/N of each variant",
+    sweepable=False,
+)
+TABLES = [
+    MODEL,
+    LAWS,
+    FRICTION,
+    INTEGRATOR,
+    specmod.outputs_table(OUTPUT_CHANNELS, ["displacement_m", "velocity_m_per_s"]),
+]
 
 
 def validate_spec(spec):
     it = spec["integrator"]
     rec = it["record_periods"] * it["steps_per_period"]
     if rec % it["save_every"]:
-        raise SpecError(f"integrator.save_every = {it['save_every']} must divide the recorded steps "
-                        f"record_periods × steps_per_period = {rec} (save_every = steps_per_period "
-                        "gives the Poincaré section)")
+        raise SpecError(
+            f"integrator.save_every = {it['save_every']} must divide the recorded steps "
+            f"record_periods × steps_per_period = {rec} (save_every = steps_per_period "
+            "gives the Poincaré section)"
+        )
 
 
 def check_values(cols):
     a = lambda k: np.asarray(cols[k], float)
     if np.any(a("friction.kinetic_coefficient") > a("friction.static_coefficient")):
-        raise SpecError(f"friction.kinetic_coefficient = {float(np.max(a('friction.kinetic_coefficient')))!r} "
-                        f"must not exceed friction.static_coefficient = {float(np.min(a('friction.static_coefficient')))!r}")
+        raise SpecError(
+            f"friction.kinetic_coefficient = {float(np.max(a('friction.kinetic_coefficient')))!r} "
+            f"must not exceed friction.static_coefficient = {float(np.min(a('friction.static_coefficient')))!r}"
+        )
     gap, off, x0 = a("model.gap_m"), a("model.gap_offset_m"), a("model.initial_position_m")
     if np.any(np.abs(off) >= gap):
-        raise SpecError(f"model.gap_offset_m = {float(np.max(np.abs(off)))!r} must be smaller than "
-                        f"model.gap_m = {float(np.min(gap))!r} in magnitude (x = 0 between the stops)")
+        raise SpecError(
+            f"model.gap_offset_m = {float(np.max(np.abs(off)))!r} must be smaller than "
+            f"model.gap_m = {float(np.min(gap))!r} in magnitude (x = 0 between the stops)"
+        )
     if np.any(x0 >= gap + off) or np.any(x0 <= off - gap):
-        raise SpecError(f"model.initial_position_m = {float(np.max(np.abs(x0)))!r} must lie between the "
-                        "stops at gap_offset_m ± gap_m")
+        raise SpecError(
+            f"model.initial_position_m = {float(np.max(np.abs(x0)))!r} must lie between the "
+            "stops at gap_offset_m ± gap_m"
+        )
 
 
 def t_end(spec, cols):
@@ -394,26 +492,37 @@ def make_config(spec, t_end) -> Config:
     it = spec["integrator"]
     N = it["steps_per_period"]
     n_per = it["transient_periods"] + it["record_periods"]
-    return Config(steps_per_period=N, n_transient=it["transient_periods"],
-                  n_saves=integrate.steps_and_saves(it["record_periods"] * N, 1, it["save_every"])[1],
-                  save_every=it["save_every"],
-                  normal_law=spec["laws"]["normal"], friction=spec["friction"]["model"],
-                  outputs=tuple(spec["outputs"]["histories"]), scheme=it["scheme"],
-                  dt=t_end / (n_per * N)).validate()
+    return Config(
+        steps_per_period=N,
+        n_transient=it["transient_periods"],
+        n_saves=integrate.steps_and_saves(it["record_periods"] * N, 1, it["save_every"])[1],
+        save_every=it["save_every"],
+        normal_law=spec["laws"]["normal"],
+        friction=spec["friction"]["model"],
+        outputs=tuple(spec["outputs"]["histories"]),
+        scheme=it["scheme"],
+        dt=t_end / (n_per * N),
+    ).validate()
 
 
 def params(spec, cfg: Config, flat, dtype, t_end) -> Params:
     gap, off = (jnp.asarray(flat[k], dtype) for k in ("model.gap_m", "model.gap_offset_m"))
-    return Params(**declared(MODEL, flat, dtype), **declared(LAWS, flat, dtype), **declared(FRICTION, flat, dtype),
-                  gap_right=gap + off, gap_left=gap - off)
+    return Params(
+        **declared(MODEL, flat, dtype),
+        **declared(LAWS, flat, dtype),
+        **declared(FRICTION, flat, dtype),
+        gap_right=gap + off,
+        gap_left=gap - off,
+    )
 
 
 def stability_h(p: Params):
     """Conservative stable step [s]: ω·h < 1 for the spring and for the stop linearised at a
     force F_ref = 100 (|F0| + μ0 N + k g) (k_lin = n K^(1/n) F_ref^((n−1)/n))."""
     n, K = p.contact_exponent, p.contact_stiffness
-    f_ref = 100.0 * (jnp.abs(p.force_amplitude) + p.mu_static * p.normal_load
-                     + p.stiffness * jnp.maximum(p.gap_right, p.gap_left))
+    f_ref = 100.0 * (
+        jnp.abs(p.force_amplitude) + p.mu_static * p.normal_load + p.stiffness * jnp.maximum(p.gap_right, p.gap_left)
+    )
     k_lin = n * K ** (1.0 / n) * f_ref ** ((n - 1.0) / n) + p.stiffness
     return 1.0 / jnp.sqrt(k_lin / p.mass)
 
@@ -424,9 +533,11 @@ def check_params(spec, cfg: Config, p: Params, name):
     bad = h > bound
     if np.any(bad):
         i = int(np.argmax(h / bound))
-        raise SpecError(f"integrator.steps_per_period = {cfg.steps_per_period} gives h = T/N = {h[i]:.3g} s, "
-                        f"above the stable step {bound[i]:.3g} s of the stops ({name(i)}); raise "
-                        f"steps_per_period to at least {int(math.ceil(cfg.steps_per_period * h[i] / bound[i]))}")
+        raise SpecError(
+            f"integrator.steps_per_period = {cfg.steps_per_period} gives h = T/N = {h[i]:.3g} s, "
+            f"above the stable step {bound[i]:.3g} s of the stops ({name(i)}); raise "
+            f"steps_per_period to at least {int(math.ceil(cfg.steps_per_period * h[i] / bound[i]))}"
+        )
 
 
 def joint_names(cfg: Config):
@@ -434,10 +545,15 @@ def joint_names(cfg: Config):
 
 
 def describe(spec, cfg: Config):
-    return {"steps_per_period": cfg.steps_per_period, "transient_periods": cfg.n_transient,
-            "record_periods": cfg.n_record, "contact_law": cfg.normal_law, "friction": cfg.friction,
-            "time_axis": "t_s is the time after the transient of the highest-frequency variant; "
-                         "each variant samples t = (transient + (k+1)·save_every/N)·T"}
+    return {
+        "steps_per_period": cfg.steps_per_period,
+        "transient_periods": cfg.n_transient,
+        "record_periods": cfg.n_record,
+        "contact_law": cfg.normal_law,
+        "friction": cfg.friction,
+        "time_axis": "t_s is the time after the transient of the highest-frequency variant; "
+        "each variant samples t = (transient + (k+1)·save_every/N)·T",
+    }
 
 
 def poincare_period(px, max_period=8, rtol=1e-6):
@@ -502,8 +618,8 @@ def plots(outdir, spec, table, summary, hists, t):
     if N % se:
         return []
     stride = N // se
-    x = np.asarray(hists["displacement_m"])[:, stride - 1::stride]
-    v = np.asarray(hists["velocity_m_per_s"])[:, stride - 1::stride] if "velocity_m_per_s" in hists else None
+    x = np.asarray(hists["displacement_m"])[:, stride - 1 :: stride]
+    v = np.asarray(hists["velocity_m_per_s"])[:, stride - 1 :: stride] if "velocity_m_per_s" in hists else None
     pdir = Path(outdir) / "plots"
     pdir.mkdir(exist_ok=True)
     written = []
@@ -514,8 +630,7 @@ def plots(outdir, spec, table, summary, hists, t):
         ax.plot(np.repeat(np.asarray(table[col], float), x.shape[1]), 1e3 * x.ravel(), ",k", alpha=0.6)
         ax.set_xlabel(col.replace("_", " "))
         ax.set_ylabel("x(nT) [mm]")
-        ax.set_title(f"{summary['name']}: bifurcation diagram ({len(table[col])} variants × "
-                     f"{x.shape[1]} periods)")
+        ax.set_title(f"{summary['name']}: bifurcation diagram ({len(table[col])} variants × {x.shape[1]} periods)")
         fig.tight_layout()
         name = f"plots/bifurcation_{col}.png"
         fig.savefig(Path(outdir) / name, dpi=130)

@@ -42,65 +42,114 @@ ELEMENTS = 4  # links.<l>.elements when not given
 ELEMENT_LOADS = (
     ("axial_force_N", 0, "axial force N = (EA/l₀)Δ, tension > 0"),
     ("bending_moment_start_N_m", 1, "bending moment at its end towards the link's first point"),
-    ("bending_moment_end_N_m", 2, "bending moment at its end towards the link's second point"))
-MOMENT_SIGN = ("M = EI dθ/ds along the link from its first point to its second: > 0 where it bends "
-               "counter-clockwise (concave to the left of first→second; sagging for a link drawn along +x)")
-_ELEMENT_CHANNEL = re.compile(r"^(?P<link>.+)_element_(?P<k>[0-9]+)_(?P<q>" + "|".join(q for q, _, _ in ELEMENT_LOADS) + ")$")
+    ("bending_moment_end_N_m", 2, "bending moment at its end towards the link's second point"),
+)
+MOMENT_SIGN = (
+    "M = EI dθ/ds along the link from its first point to its second: > 0 where it bends "
+    "counter-clockwise (concave to the left of first→second; sagging for a link drawn along +x)"
+)
+_ELEMENT_CHANNEL = re.compile(
+    r"^(?P<link>.+)_element_(?P<k>[0-9]+)_(?P<q>" + "|".join(q for q, _, _ in ELEMENT_LOADS) + ")$"
+)
 
-MODEL = Table("model", (
-    Param("mechanism", "linkage", "registered mechanism name"),
-    Param("crank", "", "the driven link (pinned to the ground at crank_pivot)"),
-    Param("crank_pivot", "", "the point where the crank is pinned to the ground"),
-    Param("amplified", "", "amplified motion: 'link:<name>' (angular acceleration) or 'body:<name>' / "
-                           "'point:<name>' (acceleration magnitude)"),
-    Param("exact_lumping", True, "particles keep every link's mass and centroidal inertia exactly; needs "
-                                 "I > m l² (n − 2)/(12 n (1 − κ)), κ = 0.1, for a link of n elements, else "
-                                 "refused (false: the paper's lumping, which adds m l²/12·(1 + 2/n²))"),
-    Param("damping_per_s", 0.0, "mass-proportional damping α", range=NONNEGATIVE, field="damping"),
-    *_clearance.CRANK_DRIVE,
-), doc="the linkage's crank driver and global settings (topology in points, links, bodies, joints)")
-Params = params_type("Params", MODEL, extra=("steady_start", "fpm", "ideal"), doc="""Declared [model]
-    fields, steady_start [s], fpm: the clearance linkage's ``fpm.Params``, ideal: its ideal twin's.""")
+MODEL = Table(
+    "model",
+    (
+        Param("mechanism", "linkage", "registered mechanism name"),
+        Param("crank", "", "the driven link (pinned to the ground at crank_pivot)"),
+        Param("crank_pivot", "", "the point where the crank is pinned to the ground"),
+        Param(
+            "amplified",
+            "",
+            "amplified motion: 'link:<name>' (angular acceleration) or 'body:<name>' / "
+            "'point:<name>' (acceleration magnitude)",
+        ),
+        Param(
+            "exact_lumping",
+            True,
+            "particles keep every link's mass and centroidal inertia exactly; needs "
+            "I > m l² (n − 2)/(12 n (1 − κ)), κ = 0.1, for a link of n elements, else "
+            "refused (false: the paper's lumping, which adds m l²/12·(1 + 2/n²))",
+        ),
+        Param("damping_per_s", 0.0, "mass-proportional damping α", range=NONNEGATIVE, field="damping"),
+        *_clearance.CRANK_DRIVE,
+    ),
+    doc="the linkage's crank driver and global settings (topology in points, links, bodies, joints)",
+)
+Params = params_type(
+    "Params",
+    MODEL,
+    extra=("steady_start", "fpm", "ideal"),
+    doc="""Declared [model]
+    fields, steady_start [s], fpm: the clearance linkage's ``fpm.Params``, ideal: its ideal twin's.""",
+)
 
 
 def _point(name):
-    return Table(f"points.{name}", (
-        Param("x_m", 0.0, "x in the initial configuration", guard=_clearance.metres(100.0, "50 mm = 0.05")),
-        Param("y_m", 0.0, "y in the initial configuration", guard=_clearance.metres(100.0, "50 mm = 0.05")),
-        Param("force_x_N", 0.0, "constant external force at the point, x (on the first member there)", optional=True),
-        Param("force_y_N", 0.0, "constant external force at the point, y", optional=True)),
-        doc=f"point {name!r}")
+    return Table(
+        f"points.{name}",
+        (
+            Param("x_m", 0.0, "x in the initial configuration", guard=_clearance.metres(100.0, "50 mm = 0.05")),
+            Param("y_m", 0.0, "y in the initial configuration", guard=_clearance.metres(100.0, "50 mm = 0.05")),
+            Param(
+                "force_x_N", 0.0, "constant external force at the point, x (on the first member there)", optional=True
+            ),
+            Param("force_y_N", 0.0, "constant external force at the point, y", optional=True),
+        ),
+        doc=f"point {name!r}",
+    )
 
 
 def _link(name):
-    return Table(f"links.{name}", (
-        Param("points", [], "the two points it joins", items=str),
-        Param("elements", ELEMENTS, "planar beam elements (particles: elements + 1)", range=(1, 1000)),
-        Param("youngs_modulus_Pa", 2.07e11, "Young's modulus E (2.07e13: 'rigid')", range=POSITIVE,
-              guard=(1e6, "<", "Young's modulus is in Pa (steel: 2.07e11): did you give GPa or MPa?")),
-        Param("density_kg_per_m3", 7850.0, "density ρ (the section: A = m/(ρl), I_z = I/(ρl))", range=POSITIVE),
-        Param("mass_kg", 1.0, "mass m", range=POSITIVE),
-        Param("inertia_kg_m2", 1e-3, "inertia I about its centre of mass", range=POSITIVE),
-        Param("torque_N_m", 0.0, "constant external torque on the link (at its first point's particle)", optional=True),
-    ), doc=f"link {name!r}")
+    return Table(
+        f"links.{name}",
+        (
+            Param("points", [], "the two points it joins", items=str),
+            Param("elements", ELEMENTS, "planar beam elements (particles: elements + 1)", range=(1, 1000)),
+            Param(
+                "youngs_modulus_Pa",
+                2.07e11,
+                "Young's modulus E (2.07e13: 'rigid')",
+                range=POSITIVE,
+                guard=(1e6, "<", "Young's modulus is in Pa (steel: 2.07e11): did you give GPa or MPa?"),
+            ),
+            Param("density_kg_per_m3", 7850.0, "density ρ (the section: A = m/(ρl), I_z = I/(ρl))", range=POSITIVE),
+            Param("mass_kg", 1.0, "mass m", range=POSITIVE),
+            Param("inertia_kg_m2", 1e-3, "inertia I about its centre of mass", range=POSITIVE),
+            Param(
+                "torque_N_m", 0.0, "constant external torque on the link (at its first point's particle)", optional=True
+            ),
+        ),
+        doc=f"link {name!r}",
+    )
 
 
 def _body(name):
-    return Table(f"bodies.{name}", (
-        Param("point", "", "the point it sits at"),
-        Param("mass_kg", 1.0, "mass", range=POSITIVE),
-        Param("inertia_kg_m2", 1e-4, "rotational inertia", range=POSITIVE)), doc=f"body {name!r}")
+    return Table(
+        f"bodies.{name}",
+        (
+            Param("point", "", "the point it sits at"),
+            Param("mass_kg", 1.0, "mass", range=POSITIVE),
+            Param("inertia_kg_m2", 1e-4, "rotational inertia", range=POSITIVE),
+        ),
+        doc=f"body {name!r}",
+    )
 
 
 def _joint(name, kind):
     own = tuple(replace(p, optional=True) for p in _clearance.JOINT.params) if kind == "clearance" else ()
-    return Table(f"joints.{name}", (
-        Param("type", "revolute", "joint type", choices=JOINT_TYPES),
-        Param("point", "", "the point it sits at"),
-        Param("members", [], "links/bodies it joins (clearance: [journal, bearing])", items=str),
-        Param("rotation", "free", "slider: the member's rotation", choices=("free", "fixed")),
-        Param("direction_deg", 0.0, "slider: guide direction from +x (required for a slider)", optional=True),
-    ) + own, doc=f"joint {name!r}")
+    return Table(
+        f"joints.{name}",
+        (
+            Param("type", "revolute", "joint type", choices=JOINT_TYPES),
+            Param("point", "", "the point it sits at"),
+            Param("members", [], "links/bodies it joins (clearance: [journal, bearing])", items=str),
+            Param("rotation", "free", "slider: the member's rotation", choices=("free", "fixed")),
+            Param("direction_deg", 0.0, "slider: guide direction from +x (required for a slider)", optional=True),
+        )
+        + own,
+        doc=f"joint {name!r}",
+    )
 
 
 def tables(model):
@@ -109,14 +158,31 @@ def tables(model):
     skel = {t: model.get(t, {}) for t in STRUCTURE}
     clear = [j for j, d in skel["joints"].items() if isinstance(d, dict) and d.get("type") == "clearance"]
     own = [t for t in _clearance.joint_tables(clear, own_always=True) if t.path.count(".") == 2] if clear else []
-    out = [MODEL, *(_point(p) for p in skel["points"]), *(_link(n) for n in skel["links"]),
-           *(_body(b) for b in skel["bodies"]),
-           *(_joint(j, d.get("type", "revolute") if isinstance(d, dict) else "") for j, d in skel["joints"].items()),
-           *_clearance.TABLES, _clearance.WEAR, *own,
-           _clearance.crank_integrator(integrate.SCHEMES, crank_linkage.DEFAULT_SCHEME, dt_s=1e-7, save_every=200, extra=(
-               Param("step_factor", 0.5, "dt at most this fraction of the critical step (0.5 with contact)",
-                     range=(0.0, 1.0, True)),)),
-           _outputs_table(model)]
+    out = [
+        MODEL,
+        *(_point(p) for p in skel["points"]),
+        *(_link(n) for n in skel["links"]),
+        *(_body(b) for b in skel["bodies"]),
+        *(_joint(j, d.get("type", "revolute") if isinstance(d, dict) else "") for j, d in skel["joints"].items()),
+        *_clearance.TABLES,
+        _clearance.WEAR,
+        *own,
+        _clearance.crank_integrator(
+            integrate.SCHEMES,
+            crank_linkage.DEFAULT_SCHEME,
+            dt_s=1e-7,
+            save_every=200,
+            extra=(
+                Param(
+                    "step_factor",
+                    0.5,
+                    "dt at most this fraction of the critical step (0.5 with contact)",
+                    range=(0.0, 1.0, True),
+                ),
+            ),
+        ),
+        _outputs_table(model),
+    ]
     return out
 
 
@@ -133,10 +199,15 @@ def element_channel(name, k, quantity):
 
 
 CRANK_ANGLE = "crank_angle_rad"  # the mechanism's crank angle; a link named 'crank' never shadows it
-CHORD = (("angle_rad", "chord angle"), ("angular_velocity_rad_per_s", "chord rate"),
-         ("angular_acceleration_rad_per_s2", "chord angular acceleration"))
-WHOLE_LINK = (("bending_moment_N_m", "largest |M| over its elements' ends"),
-              ("axial_force_N", "largest |N| over its elements"))
+CHORD = (
+    ("angle_rad", "chord angle"),
+    ("angular_velocity_rad_per_s", "chord rate"),
+    ("angular_acceleration_rad_per_s2", "chord angular acceleration"),
+)
+WHOLE_LINK = (
+    ("bending_moment_N_m", "largest |M| over its elements' ends"),
+    ("axial_force_N", "largest |N| over its elements"),
+)
 BODY = ("x_m", "y_m", "vx_m_per_s", "vy_m_per_s", "ax_m_per_s2", "ay_m_per_s2")
 
 
@@ -161,8 +232,14 @@ def _channel_sources(model, per_element=True):
         count = _n_elements(d) if per_element else f"links.{n}.elements"
         for k in range(1, count + 1) if per_element else ("<k>",):
             for q, j, doc in ELEMENT_LOADS:
-                out.append((element_channel(n, k, q), src, f"{n} element {k} (1..{count}, numbered from its first point): "
-                                                           f"{doc}" + (f"; {MOMENT_SIGN}" if j else "")))
+                out.append(
+                    (
+                        element_channel(n, k, q),
+                        src,
+                        f"{n} element {k} (1..{count}, numbered from its first point): "
+                        f"{doc}" + (f"; {MOMENT_SIGN}" if j else ""),
+                    )
+                )
     for p in skel["points"]:
         out += [(f"{p}_x_m", f"points.{p}", f"point {p} x"), (f"{p}_y_m", f"points.{p}", f"point {p} y")]
     for b in skel["bodies"]:
@@ -199,24 +276,29 @@ def _check_channel_names(spec):
     'crank' aside: ``output_channels``)."""
     for n in spec.get("links", {}):
         if "_element_" in n:
-            raise SpecError(f"links.{n}: a link name may not contain '_element_' (its channels, e.g. "
-                            f"{n + '_axial_force_N'!r}, would read as per-element channels "
-                            f"<link>_element_<k>_<quantity> of another link): rename the link, e.g. "
-                            f"{n.replace('_element_', '_el_')!r}")
+            raise SpecError(
+                f"links.{n}: a link name may not contain '_element_' (its channels, e.g. "
+                f"{n + '_axial_force_N'!r}, would read as per-element channels "
+                f"<link>_element_<k>_<quantity> of another link): rename the link, e.g. "
+                f"{n.replace('_element_', '_el_')!r}"
+            )
     seen = {}
     for k, src, _ in _channel_sources(spec):
         if _shadowed_crank_angle(k, src):
             continue
         if k in seen and seen[k] != src:
-            raise SpecError(f"channel {k!r} is produced by both {seen[k]} and {src}: the names would make one "
-                            f"shadow the other; rename {src if src != 'the clearance joints' else seen[k]} "
-                            f"(its channels are named after it)")
+            raise SpecError(
+                f"channel {k!r} is produced by both {seen[k]} and {src}: the names would make one "
+                f"shadow the other; rename {src if src != 'the clearance joints' else seen[k]} "
+                f"(its channels are named after it)"
+            )
         seen.setdefault(k, src)
 
 
 def _outputs_table(model):
-    return specmod.outputs_table(output_channels(model, per_element=False), ["crank_angle_rad", "contact_force_N",
-                                                                      "journal_x_m", "journal_y_m"])
+    return specmod.outputs_table(
+        output_channels(model, per_element=False), ["crank_angle_rad", "contact_force_N", "journal_x_m", "journal_y_m"]
+    )
 
 
 @dataclass(frozen=True)
@@ -247,7 +329,9 @@ def _describe(spec):
             raise SpecError(f"links.{n}.points = {d['points']!r}: a link joins exactly two points")
         for p in d["points"]:
             if p not in spec.get("points", {}):
-                raise SpecError(f"links.{n}.points: unknown point {p!r}; declared: {', '.join(spec.get('points', {})) or 'none'}")
+                raise SpecError(
+                    f"links.{n}.points: unknown point {p!r}; declared: {', '.join(spec.get('points', {})) or 'none'}"
+                )
     bodies = {n: d["point"] for n, d in spec.get("bodies", {}).items()}
     for n, p in bodies.items():
         if p not in spec.get("points", {}):
@@ -277,14 +361,18 @@ def validate_spec(spec):
         raise SpecError("links: a linkage needs at least one [links.<name>] table")
     for k in ("crank", "crank_pivot"):
         if not m[k]:
-            raise SpecError(f"model.{k} = '': name the driven link and its ground pivot (model.crank, model.crank_pivot)")
+            raise SpecError(
+                f"model.{k} = '': name the driven link and its ground pivot (model.crank, model.crank_pivot)"
+            )
     if m["crank"] not in spec["links"]:
         raise SpecError(f"model.crank = {m['crank']!r}: not a link; declared: {', '.join(spec['links'])}")
     _check_channel_names(spec)  # before the topology: a bad name is refused as such
     _clearance.validate_spec(spec)
     if not any(d["type"] == "clearance" for d in spec.get("joints", {}).values()):
-        raise SpecError("joints: a linkage needs at least one clearance joint (joints.<name>.type = 'clearance'); "
-                        "its contact forces and their amplification are what the sweep measures")
+        raise SpecError(
+            "joints: a linkage needs at least one clearance joint (joints.<name>.type = 'clearance'); "
+            "its contact forces and their amplification are what the sweep measures"
+        )
     for n, d in spec.get("joints", {}).items():
         if d["type"] == "slider" and "direction_deg" not in d:
             raise SpecError(f"joints.{n}: a slider needs its guide direction, joints.{n}.direction_deg (0: along +x)")
@@ -298,9 +386,13 @@ def validate_spec(spec):
     _check_lumping(spec)
     if m["ramp_time_s"] == 0:
         import warnings
-        warnings.warn("model.ramp_time_s = 0: a start at speed loads the elastic links suddenly; the ideal twin's "
-                      "reference (ideal_peak_* and the DAF columns) then carries their vibration (docs/fpm.md): "
-                      "use a ramp for amplification factors", stacklevel=3)
+
+        warnings.warn(
+            "model.ramp_time_s = 0: a start at speed loads the elastic links suddenly; the ideal twin's "
+            "reference (ideal_peak_* and the DAF columns) then carries their vibration (docs/fpm.md): "
+            "use a ramp for amplification factors",
+            stacklevel=3,
+        )
 
 
 def _check_element_channels(spec):
@@ -314,9 +406,11 @@ def _check_element_channels(spec):
         n = _n_elements(d)
         if not (n and 1 <= int(m["k"]) <= n and m["k"] == str(int(m["k"]))):
             a, b = (list(d.get("points", [])) + ["?", "?"])[:2]
-            raise SpecError(f"outputs.histories entry {ch!r}: link {link!r} has {n} element(s) (links.{link}.elements = {n}), "
-                            f"numbered 1..{n} from its first point {a!r} to {b!r}: use "
-                            f"{element_channel(link, min(max(int(m['k']), 1), n), m['q'])!r} or another index in 1..{n}")
+            raise SpecError(
+                f"outputs.histories entry {ch!r}: link {link!r} has {n} element(s) (links.{link}.elements = {n}), "
+                f"numbered 1..{n} from its first point {a!r} to {b!r}: use "
+                f"{element_channel(link, min(max(int(m['k']), 1), n), m['q'])!r} or another index in 1..{n}"
+            )
 
 
 def _check_lumping(spec):
@@ -345,30 +439,39 @@ def _check_lumping(spec):
         mi, Ii, Li = (float(np.broadcast_to(x, shape)[i]) for x in (m, inertia, length))
         bi = float(np.broadcast_to(bound, shape)[i])
         nmax = fpm.exact_lumping_max_elements(mi, Ii, Li)
-        which = f" (variant {i}: " + ", ".join(f"{p} = {values[i, j]:.6g}" for j, p in enumerate(paths)) + ")" if paths else ""
+        which = (
+            f" (variant {i}: " + ", ".join(f"{p} = {values[i, j]:.6g}" for j, p in enumerate(paths)) + ")"
+            if paths
+            else ""
+        )
         raise SpecError(
             f"links.{n_}: model.exact_lumping = true cannot keep its mass and inertia{which}: "
             f"mass_kg = {mi:g}, inertia_kg_m2 = {Ii:g}, length {Li:g} m ({a!r} to {b!r}), elements = {n} need "
             f"inertia_kg_m2 > m L² (n − 2)/(12 n (1 − κ)) = {bi:.4g} (κ = {fpm.KAPPA:g}); below it the end "
             f"particles' masses would be ≤ 0. Use links.{n_}.elements <= {nmax}, or model.exact_lumping = false "
-            f"(the paper's lumping, which adds m L²/12·(1 + 2/n²) to the inertia)")
+            f"(the paper's lumping, which adds m L²/12·(1 + 2/n²) to the inertia)"
+        )
 
 
 def _amplified(spec):
     """(kind, name) of model.amplified (default: the first non-crank link's angular acceleration)."""
-    a = spec["model"]["amplified"] or "link:" + next((n for n in spec["links"] if n != spec["model"]["crank"]),
-                                                     spec["model"]["crank"])
+    a = spec["model"]["amplified"] or "link:" + next(
+        (n for n in spec["links"] if n != spec["model"]["crank"]), spec["model"]["crank"]
+    )
     kind, _, name = a.partition(":")
     pool = {"link": spec.get("links", {}), "body": spec.get("bodies", {}), "point": spec.get("points", {})}
     if kind not in pool or name not in pool[kind]:
-        raise SpecError(f"model.amplified = {a!r}: expected 'link:<name>', 'body:<name>' or 'point:<name>' "
-                        f"of a declared one")
+        raise SpecError(
+            f"model.amplified = {a!r}: expected 'link:<name>', 'body:<name>' or 'point:<name>' of a declared one"
+        )
     return kind, name
 
 
 def check_values(cols):
     """Every clearance joint's clearance below its journal radius (its own values where given)."""
-    own = sorted({k.split(".")[1] for k in cols if k.startswith("joints.") and k.endswith(("clearance_m", "journal_radius_m"))})
+    own = sorted(
+        {k.split(".")[1] for k in cols if k.startswith("joints.") and k.endswith(("clearance_m", "journal_radius_m"))}
+    )
     _clearance.check_values(cols, tuple(own))
 
 
@@ -376,24 +479,51 @@ def make_config(spec, t_end):
     base = _clearance.config_fields(spec, t_end)
     lay = _assemble(spec, base["joint"])
     ideal = _assemble(spec, base["joint"], ideal=True)
-    return Config(layout=lay, ideal=ideal, amplified=_amplified(spec),
-                  links=tuple((n, tuple(spec["links"][n]["points"])) for n in spec["links"]),
-                  point_nodes=tuple(sorted(_point_nodes(spec, lay).items())), **base)
+    return Config(
+        layout=lay,
+        ideal=ideal,
+        amplified=_amplified(spec),
+        links=tuple((n, tuple(spec["links"][n]["points"])) for n in spec["links"]),
+        point_nodes=tuple(sorted(_point_nodes(spec, lay).items())),
+        **base,
+    )
 
 
 def _fpm_params(spec, layout, flat, dtype, joint):
     f = lambda k: jnp.asarray(flat[k], dtype)
     points = {p: (f(f"points.{p}.x_m"), f(f"points.{p}.y_m")) for p in spec.get("points", {})}
-    links = {n: dict(points=tuple(d["points"]), youngs_modulus=f(f"links.{n}.youngs_modulus_Pa"),
-                     density=f(f"links.{n}.density_kg_per_m3"), mass=f(f"links.{n}.mass_kg"),
-                     inertia=f(f"links.{n}.inertia_kg_m2")) for n, d in spec["links"].items()}
-    bodies = {n: (d["point"], f(f"bodies.{n}.mass_kg"), f(f"bodies.{n}.inertia_kg_m2"))
-              for n, d in spec.get("bodies", {}).items()}
-    guides = {n: (jnp.cos(jnp.deg2rad(f(f"joints.{n}.direction_deg"))), jnp.sin(jnp.deg2rad(f(f"joints.{n}.direction_deg"))))
-              for n in layout.guides}
+    links = {
+        n: dict(
+            points=tuple(d["points"]),
+            youngs_modulus=f(f"links.{n}.youngs_modulus_Pa"),
+            density=f(f"links.{n}.density_kg_per_m3"),
+            mass=f(f"links.{n}.mass_kg"),
+            inertia=f(f"links.{n}.inertia_kg_m2"),
+        )
+        for n, d in spec["links"].items()
+    }
+    bodies = {
+        n: (d["point"], f(f"bodies.{n}.mass_kg"), f(f"bodies.{n}.inertia_kg_m2"))
+        for n, d in spec.get("bodies", {}).items()
+    }
+    guides = {
+        n: (jnp.cos(jnp.deg2rad(f(f"joints.{n}.direction_deg"))), jnp.sin(jnp.deg2rad(f(f"joints.{n}.direction_deg"))))
+        for n in layout.guides
+    }
     m = declared(MODEL, flat, dtype)
-    pf = fpm.linkage_params(layout, points, links, bodies, guides, joint, m["damping"], m["gravity"],
-                            m["crank_speed"], m["ramp_time"], spec["model"]["exact_lumping"])
+    pf = fpm.linkage_params(
+        layout,
+        points,
+        links,
+        bodies,
+        guides,
+        joint,
+        m["damping"],
+        m["gravity"],
+        m["crank_speed"],
+        m["ramp_time"],
+        spec["model"]["exact_lumping"],
+    )
     forces, torques = pf.forces, pf.torques
     nodes = _point_nodes(spec, layout)
     for pt in spec.get("points", {}):  # external loads: constant, on the first member's particle there
@@ -428,8 +558,9 @@ def params(spec, cfg: Config, flat, dtype, t_end):
     pi = _fpm_params(spec, cfg.ideal, flat, dtype, None)
     m = declared(MODEL, flat, dtype)
     travel = drivers.crank_ramp(jnp.asarray(t_end, dtype), m["crank_speed"], m["ramp_time"])[0]
-    steady = drivers.crank_ramp_time(travel - 2 * math.pi * spec["integrator"]["steady_revolutions"],
-                                     m["crank_speed"], m["ramp_time"])
+    steady = drivers.crank_ramp_time(
+        travel - 2 * math.pi * spec["integrator"]["steady_revolutions"], m["crank_speed"], m["ramp_time"]
+    )
     return Params(**m, steady_start=jnp.asarray(steady, dtype), fpm=pf, ideal=pi)
 
 
@@ -502,7 +633,9 @@ class Linkage(crank_linkage.CrankLinkage):
 
     def amplified(self, cfg):
         kind, name = cfg.amplified
-        return (f"{name}_angular_acceleration", "_rad_per_s2") if kind == "link" else (f"{name}_acceleration", "_m_per_s2")
+        return (
+            (f"{name}_angular_acceleration", "_rad_per_s2") if kind == "link" else (f"{name}_acceleration", "_m_per_s2")
+        )
 
     def acc_value(self, cfg, q, v, a):
         return _amplified_value(cfg, cfg.layout, q, v, a)
@@ -530,10 +663,14 @@ class Linkage(crank_linkage.CrankLinkage):
             bad = np.nonzero(~(l0[:, list(idx)] > 1e-9).all(axis=1))[0]
             if len(bad):
                 a, b = dict(cfg.links)[link]
-                raise SpecError(f"links.{link}: points {a!r} and {b!r} coincide ({name(int(bad[0]))}): a link needs "
-                                "a length (check points.<name>.x_m, y_m)")
+                raise SpecError(
+                    f"links.{link}: points {a!r} and {b!r} coincide ({name(int(bad[0]))}): a link needs "
+                    "a length (check points.<name>.x_m, y_m)"
+                )
         if cfg.layout.clearance:
-            _clearance.check_bushing(cfg.joint, jax.tree_util.tree_map(lambda x: np.asarray(x)[:, 0], p.fpm.joint), name)
+            _clearance.check_bushing(
+                cfg.joint, jax.tree_util.tree_map(lambda x: np.asarray(x)[:, 0], p.fpm.joint), name
+            )
         labels = [""] * len(cfg.layout.topology.elements)
         for link, idx in cfg.layout.elements:
             for k, e in enumerate(idx):
@@ -541,27 +678,39 @@ class Linkage(crank_linkage.CrankLinkage):
         try:
             bound = fpm.critical_step(cfg.layout.topology, p.fpm, *fpm.element_shares(cfg.layout, p.fpm), labels=labels)
         except fpm.ParticleError as e:
-            raise SpecError(f"{e} ({name(e.variant)}): check the link's mass_kg and inertia_kg_m2 (and the bodies' "
-                            "at its points)") from None
+            raise SpecError(
+                f"{e} ({name(e.variant)}): check the link's mass_kg and inertia_kg_m2 (and the bodies' at its points)"
+            ) from None
         factor = spec["integrator"]["step_factor"]
         if np.any(cfg.dt > factor * bound):
             i = int(np.argmin(bound))
-            raise SpecError(f"integrator.dt_s = {cfg.dt:g} exceeds integrator.step_factor = {factor:g} × the critical "
-                            f"step {bound[i]:.3g} s of the beam elements ({name(i)}): use dt_s <= {factor * bound[i]:.3g}")
+            raise SpecError(
+                f"integrator.dt_s = {cfg.dt:g} exceeds integrator.step_factor = {factor:g} × the critical "
+                f"step {bound[i]:.3g} s of the beam elements ({name(i)}): use dt_s <= {factor * bound[i]:.3g}"
+            )
 
     def describe(self, spec, cfg):
         topo = cfg.layout.topology
-        return {"particles": topo.n_rotations, "nodes": topo.n_nodes, "elements": len(topo.elements),
-                "clearance_joints": list(cfg.layout.clearance), "amplified": ":".join(cfg.amplified),
-                **_clearance.describe(cfg.joint),
-                "steady_window": f"last {spec['integrator']['steady_revolutions']:g} crank revolution(s) before t_end "
-                                 "(by crank angle)", "reference": "the ideal twin (clearance joints as ideal pins), simulated"}
+        return {
+            "particles": topo.n_rotations,
+            "nodes": topo.n_nodes,
+            "elements": len(topo.elements),
+            "clearance_joints": list(cfg.layout.clearance),
+            "amplified": ":".join(cfg.amplified),
+            **_clearance.describe(cfg.joint),
+            "steady_window": f"last {spec['integrator']['steady_revolutions']:g} crank revolution(s) before t_end "
+            "(by crank angle)",
+            "reference": "the ideal twin (clearance joints as ideal pins), simulated",
+        }
 
     def bytes_per_variant(self, cfg, precision):
         item = 4 if precision == "float32" else 8
         topo = cfg.layout.topology
-        return (2.0 * cfg.n_saves * max(1, len(cfg.outputs)) * max(1, cfg.n_joints) * item
-                + 64 * (topo.n_nodes + topo.n_rotations + len(topo.elements)) * item + 16384)
+        return (
+            2.0 * cfg.n_saves * max(1, len(cfg.outputs)) * max(1, cfg.n_joints) * item
+            + 64 * (topo.n_nodes + topo.n_rotations + len(topo.elements)) * item
+            + 16384
+        )
 
     def peak_names(self, cfg):
         """Per link: the largest |bending moment| and |axial force| over its elements and the run."""
@@ -575,6 +724,7 @@ class Linkage(crank_linkage.CrankLinkage):
     def plots(self, outdir, spec, table, summary, hists, t):
         """The shared sweep PNGs and every other saved scalar channel against the crank angle."""
         from .. import plots as plots_
+
         written = super().plots(outdir, spec, table, summary, hists, t)
         rest = [c for c in spec["outputs"]["histories"] if c not in crank_linkage.JOINT_CHANNELS and c != CRANK_ANGLE]
         return written + plots_.channels_vs_crank_angle(outdir, spec, table, summary, hists, t, rest)
@@ -585,8 +735,12 @@ class Linkage(crank_linkage.CrankLinkage):
         dtype = q.nodes.dtype
         names = [n for n, _ in cfg.links]
         # every channel by its exact name (validate_spec refuses a name two entries produce)
-        per_element = {element_channel(n, k + 1, qn): (n, k, j) for n, idx in lay.elements
-                       for k in range(len(idx)) for qn, j, _ in ELEMENT_LOADS}
+        per_element = {
+            element_channel(n, k + 1, qn): (n, k, j)
+            for n, idx in lay.elements
+            for k in range(len(idx))
+            for qn, j, _ in ELEMENT_LOADS
+        }
         whole = {f"{n}_{qn}": (j, i) for i, n in enumerate(names) for j, (qn, _) in enumerate(WHOLE_LINK)}
         chord = {f"{n}_{qn}": (n, j) for n in names for j, (qn, _) in enumerate(CHORD)}
         chord.update({link_angle_alias(n): (n, 0) for n in names})
@@ -613,8 +767,14 @@ class Linkage(crank_linkage.CrankLinkage):
                 out[k] = _chord_rates(lay, link, q, v, a)[j]
             elif k in body:
                 node, c = body[k]
-                src = {"x_m": q.nodes[node, 0], "y_m": q.nodes[node, 1], "vx_m_per_s": v.nodes[node, 0],
-                       "vy_m_per_s": v.nodes[node, 1], "ax_m_per_s2": a.nodes[node, 0], "ay_m_per_s2": a.nodes[node, 1]}
+                src = {
+                    "x_m": q.nodes[node, 0],
+                    "y_m": q.nodes[node, 1],
+                    "vx_m_per_s": v.nodes[node, 0],
+                    "vy_m_per_s": v.nodes[node, 1],
+                    "ax_m_per_s2": a.nodes[node, 0],
+                    "ay_m_per_s2": a.nodes[node, 1],
+                }
                 out[k] = src[c]
             elif k in point:
                 node, i = point[k]
@@ -653,7 +813,9 @@ def _twin_peaks(p: Params, t_end, steady_start, n_samples=0, cfg: Config = None)
     the run's step (the paper's reference)."""
     lay, topo = cfg.ideal, cfg.ideal.topology
     pi = p.ideal
-    ends = [(j, _ideal_particle(cfg, rj)) for j, (_, rj, _, _) in zip(cfg.layout.clearance, cfg.layout.topology.clearance)]
+    ends = [
+        (j, _ideal_particle(cfg, rj)) for j, (_, rj, _, _) in zip(cfg.layout.clearance, cfg.layout.topology.clearance)
+    ]
     step = fpm.make_step(topo, cfg.dt, cfg.scheme)
     q0, v0, aux0 = _twin_start(cfg, p)
     s0 = integrate.State(q0, v0, fpm._accel_out(topo, pi, q0, v0, aux0, 0.0)[0], aux0)
@@ -663,9 +825,14 @@ def _twin_peaks(p: Params, t_end, steady_start, n_samples=0, cfg: Config = None)
     def reduce(acc, out, i):
         a, _, q, v, t = out
         fa = fpm.element_end_forces(topo, pi, q)
-        vals = [safe_norm(pi.particle_mass[r] * (a.nodes[nd] + jnp.stack([0.0 * pi.gravity, pi.gravity]))
-                          + pi.damping * pi.particle_mass[r] * v.nodes[nd] - _end_force(topo, fa, r))
-                for _, (nd, r) in ends]
+        vals = [
+            safe_norm(
+                pi.particle_mass[r] * (a.nodes[nd] + jnp.stack([0.0 * pi.gravity, pi.gravity]))
+                + pi.damping * pi.particle_mass[r] * v.nodes[nd]
+                - _end_force(topo, fa, r)
+            )
+            for _, (nd, r) in ends
+        ]
         x = jnp.abs(jnp.stack(vals + [_amplified_value(cfg, lay, q, v, a)]))
         steady = t >= steady_start
         return jnp.maximum(acc[0], x), jnp.where(steady, jnp.maximum(acc[1], x), acc[1])
@@ -684,8 +851,23 @@ def _ideal_particle(cfg, rot):
 
 
 MECHANISM = Linkage(
-    name="linkage", model=MODEL, joints={"linkage": ()}, config=Config, params_cls=Params, accel={},
-    initial_state=_initial_state, channels={}, default_outputs=("crank_angle_rad", "contact_force_N"),
-    acc_key="amplified", acc_unit="", acc_of=None, ideal_peaks=_twin_peaks, ideal_kw=lambda cfg: {"cfg": cfg},
-    samples=(2, 2), steady_start=None, effective_mass=None, check_geometry=lambda cols: None,
-    steady_doc="before t_end (by crank angle)")
+    name="linkage",
+    model=MODEL,
+    joints={"linkage": ()},
+    config=Config,
+    params_cls=Params,
+    accel={},
+    initial_state=_initial_state,
+    channels={},
+    default_outputs=("crank_angle_rad", "contact_force_N"),
+    acc_key="amplified",
+    acc_unit="",
+    acc_of=None,
+    ideal_peaks=_twin_peaks,
+    ideal_kw=lambda cfg: {"cfg": cfg},
+    samples=(2, 2),
+    steady_start=None,
+    effective_mass=None,
+    check_geometry=lambda cols: None,
+    steady_doc="before t_end (by crank angle)",
+)

@@ -69,17 +69,17 @@ DEG = math.pi / 180.0
 NAME = "planet_pin"
 
 # --- default planet (each value's source in its Param doc and docs/cylindrical_joint.md) ---
-_R_TIP = 13.5e-3     # tip radius: r_p + m_n (module 1.5 mm, r_p = 12 mm)
-_FACE = 20e-3        # face width
-_CLEAR = 50e-6       # radial clearance of the cavity
-_RHO = 7850.0        # steel density [kg/m³]
-_MASS = _RHO * math.pi * _R_TIP ** 2 * _FACE                    # solid steel cylinder: 0.090 kg
-_I_AX = 0.5 * _MASS * _R_TIP ** 2                               # 8.2e-6 kg·m²
-_I_TR = _MASS * (3 * _R_TIP ** 2 + _FACE ** 2) / 12.0           # 7.1e-6 kg·m²
-_SIGMA = 2 * (1 - 0.3 ** 2) / 207e9                             # steel on steel, σ_A + σ_B [1/Pa]
+_R_TIP = 13.5e-3  # tip radius: r_p + m_n (module 1.5 mm, r_p = 12 mm)
+_FACE = 20e-3  # face width
+_CLEAR = 50e-6  # radial clearance of the cavity
+_RHO = 7850.0  # steel density [kg/m³]
+_MASS = _RHO * math.pi * _R_TIP**2 * _FACE  # solid steel cylinder: 0.090 kg
+_I_AX = 0.5 * _MASS * _R_TIP**2  # 8.2e-6 kg·m²
+_I_TR = _MASS * (3 * _R_TIP**2 + _FACE**2) / 12.0  # 7.1e-6 kg·m²
+_SIGMA = 2 * (1 - 0.3**2) / 207e9  # steel on steel, σ_A + σ_B [1/Pa]
 _K_RAD = 4.0 / (3.0 * _SIGMA) * math.sqrt(_R_TIP * (_R_TIP + _CLEAR) / _CLEAR)  # 2.9e11 N/m^1.5
-_K_AX = 4.0 / (3.0 * _SIGMA) * math.sqrt(_R_TIP)                # Hertz sphere R_B on a flat: 1.8e10
-_R_ORBIT = 18e-3 + 12e-3     # carrier radius: r_s + r_p, the sun–planet centre distance (standard gears)
+_K_AX = 4.0 / (3.0 * _SIGMA) * math.sqrt(_R_TIP)  # Hertz sphere R_B on a flat: 1.8e10
+_R_ORBIT = 18e-3 + 12e-3  # carrier radius: r_s + r_p, the sun–planet centre distance (standard gears)
 
 OUTPUT_CHANNELS = {
     "top_x_m": "x offset of the top end centre from the hole axis (carrier frame)",
@@ -93,85 +93,254 @@ OUTPUT_CHANNELS = {
     "resisting_torque_N_m": "joint friction moment braking the planet spin",
     "sun_torque_N_m": "applied sun torque T(t)",
 }
-DEFAULT_OUTPUTS = ["top_x_m", "top_y_m", "bottom_x_m", "bottom_y_m", "contact_force_N", "tilt_rad",
-                   "resisting_torque_N_m", "sun_torque_N_m"]
+DEFAULT_OUTPUTS = [
+    "top_x_m",
+    "top_y_m",
+    "bottom_x_m",
+    "bottom_y_m",
+    "contact_force_N",
+    "tilt_rad",
+    "resisting_torque_N_m",
+    "sun_torque_N_m",
+]
 
-MODEL = Table("model", (
-    Param("mechanism", NAME, "registered mechanism name"),
-    Param("planet_mass_kg", _MASS, "planet mass (solid steel cylinder r = 13.5 mm, L = 20 mm, ρ = 7850 kg/m³)",
-          range=POSITIVE, field="mass"),
-    Param("planet_axial_inertia_kg_m2", _I_AX, "planet moment of inertia about its axis (½ m R²)",
-          range=POSITIVE, field="inertia_axial"),
-    Param("planet_transverse_inertia_kg_m2", _I_TR, "planet moment of inertia about a diameter "
-          "(m (3R² + L²)/12)", range=POSITIVE, field="inertia_transverse"),
-    Param("planet_pitch_radius_m", 12e-3, "planet pitch radius r_p (16 teeth × 1.5 mm module / 2: a Torsen-size "
-          "planet)", range=(0.0, 1.0, False), field="r_p"),
-    Param("sun_pitch_radius_m", 18e-3, "sun pitch radius r_s (W_t = T / r_s)", range=(0.0, 1.0, False), field="r_s"),
-    Param("helix_angle_deg", 20.0, "helix angle β (automotive helical gears: 15–30°)", range=(0.0, 45.0, True),
-          field="helix", scale=DEG),
-    Param("pressure_angle_deg", 20.0, "normal pressure angle α_n (ISO 53 basic rack)", range=(10.0, 30.0, True),
-          field="pressure", scale=DEG),
-    Param("sun_torque_N_m", 10.0, "peak sun torque T_max (the source ramps to about 10 N·m)",
-          range=(-1e4, 1e4, True), field="torque", unit="N·m"),
-    Param("ramp_time_s", 0.2, "T rises linearly from 0 to T_max over this time", range=POSITIVE, field="t_ramp"),
-    Param("reversal_time_s", 0.4, "then falls linearly from T_max to −T_max over this time", range=POSITIVE,
-          field="t_reverse"),
-    Param("hold_time_s", 0.05, "then holds −T_max over this time", range=NONNEGATIVE, field="t_hold"),
-    Param("planet_speed_rpm", 100.0, "prescribed planet spin speed n_p about its axis", range=(-1e5, 1e5, True),
-          field="spin", scale=2 * math.pi / 60),
-    Param("mesh_stiffness_N_per_m", 4e8, "mesh stiffness along the line of action holding the spin (ISO 6336-1: "
-          "c_γ ≈ 20 N/(mm·µm) × 20 mm face width)", range=POSITIVE, field="mesh_stiffness"),
-    Param("mesh_damping_ratio", 0.1, "damping ratio of the spin held by the mesh (0.03–0.17 in the gear "
-          "dynamics literature)", range=(0.0, 2.0, True), field="mesh_damping"),
-    Param("misalignment_x_deg", 0.0, "hole axis turned about x from z", range=(-5.0, 5.0, True),
-          field="misalign_x", scale=DEG),
-    Param("misalignment_y_deg", 0.0, "hole axis turned about y from z (then)", range=(-5.0, 5.0, True),
-          field="misalign_y", scale=DEG),
-    Param("initial_tilt_deg", 0.0, "initial tilt of the planet axis about x", range=(-5.0, 5.0, True),
-          field="tilt0", scale=DEG),
-    Param("carrier_speed_rpm", 0.0, "carrier (housing) speed Ω about the differential axis (parallel to z, "
-          "through (−r_c, 0, 0) at t = 0); absent: 0, the clamped housing of the source's test",
-          range=(-1e5, 1e5, True), field="carrier_speed", scale=2 * math.pi / 60, optional=True),
-    Param("carrier_radius_m", _R_ORBIT, "orbit radius r_c of the planet centre about the carrier axis (absent: "
-          "0.03 m, r_s + r_p of the default gears, the sun–planet centre distance of standard gears); needs "
-          "carrier_speed_rpm",
-          range=(0.0, 1.0, True), field="carrier_radius", optional=True),
-), doc="planet gear, sun-torque history (Virlez et al. 2013's reduced Torsen test)")
-JOINT = Table("joint", (
-    Param("pin_radius_m", _R_TIP, "planet tip radius R_B: the teeth tips bear on the cavity", range=(0.0, 1.0, False),
-          field="pin_radius"),
-    Param("clearance_m", _CLEAR, "radial clearance c = R_A − R_B (ISO 286 H8/e8 running fit at ⌀27 mm: "
-          "20–56 µm radial)", range=(0.0, 0.01, False), guard=(1e-2, ">=", "the clearance is in metres"),
-          field="clearance"),
-    Param("length_m", _FACE, "planet face width L (end-sphere centres ±L/2)", range=(0.0, 1.0, False), field="length"),
-    Param("axial_gap_m", 0.1e-3, "total axial end play between housing and thrust washer",
-          range=(0.0, 0.01, True), field="axial_gap"),
-    Param("face_smoothing_rad", 1e-4, "tilt over which the end-face contact point slides from the rim to the "
-          "centre (cylindrical_joint)", range=(0.0, 0.1, True), field="face_smoothing"),
-), doc="the 3D cylindrical clearance joint (jaxclear.cylindrical_joint)")
-LAWS = Table("laws", (
-    Param("normal", "flores", "normal-force law (the source: K δ^1.5 + 8(1−e)K/(5eδ̇⁻) δ^1.5 δ̇ = flores)",
-          choices=laws.NORMAL_LAWS),
-    IMPACT_VELOCITY,
-    Param("stiffness_N_per_m_n", _K_RAD, "radial contact stiffness K (laws.internal_cylinder_stiffness, steel "
-          "207 GPa, ν = 0.3, R_B = 13.5 mm, c = 50 µm)", range=POSITIVE, field="stiffness"),
-    Param("axial_stiffness_N_per_m_n", _K_AX, "end-face stiffness (Hertz sphere of radius R_B on a flat, "
-          "Johnson 1985 eq. 4.22)", range=POSITIVE, field="axial_stiffness"),
-    Param("exponent", 1.5, "exponent n", range=(1.0, 3.0, True), field="exponent"),
-    Param("restitution", 0.8, "coefficient of restitution e (the source's 0.8, metal on metal)",
-          range=(0.0, 1.0, False), field="restitution"),
-    Param("damping_N_s_per_m", 0.0, "viscous damping of the linear law", range=NONNEGATIVE, field="damping"),
-), doc="contact laws of the joint")
-FRICTION = Table("friction", (
-    Param("model", "coulomb", "friction law", choices=laws.FRICTION_MODELS),
-    Param("coefficient", 0.1, "kinetic friction coefficient μ (lubricated steel on steel)", range=(0.0, 10.0, True),
-          field="friction_coefficient"),
-    Param("v0_m_per_s", 1e-4, "regularisation speed v0", range=(0.0, 1.0, False), field="v0"),
-    Param("v1_m_per_s", 1e-3, "full-friction speed v1 (ambrosio, threlfall)", range=(0.0, 1.0, False), field="v1"),
-), doc="friction on the joint's contacts")
-TABLES = [MODEL, JOINT, LAWS, FRICTION,
-          specmod.integrator_table(rigid3d.SCHEMES, "verlet_predicted", dt_s=1e-6, save_every=200),
-          specmod.outputs_table(OUTPUT_CHANNELS, DEFAULT_OUTPUTS, plot_variants=4)]
+MODEL = Table(
+    "model",
+    (
+        Param("mechanism", NAME, "registered mechanism name"),
+        Param(
+            "planet_mass_kg",
+            _MASS,
+            "planet mass (solid steel cylinder r = 13.5 mm, L = 20 mm, ρ = 7850 kg/m³)",
+            range=POSITIVE,
+            field="mass",
+        ),
+        Param(
+            "planet_axial_inertia_kg_m2",
+            _I_AX,
+            "planet moment of inertia about its axis (½ m R²)",
+            range=POSITIVE,
+            field="inertia_axial",
+        ),
+        Param(
+            "planet_transverse_inertia_kg_m2",
+            _I_TR,
+            "planet moment of inertia about a diameter (m (3R² + L²)/12)",
+            range=POSITIVE,
+            field="inertia_transverse",
+        ),
+        Param(
+            "planet_pitch_radius_m",
+            12e-3,
+            "planet pitch radius r_p (16 teeth × 1.5 mm module / 2: a Torsen-size planet)",
+            range=(0.0, 1.0, False),
+            field="r_p",
+        ),
+        Param(
+            "sun_pitch_radius_m", 18e-3, "sun pitch radius r_s (W_t = T / r_s)", range=(0.0, 1.0, False), field="r_s"
+        ),
+        Param(
+            "helix_angle_deg",
+            20.0,
+            "helix angle β (automotive helical gears: 15–30°)",
+            range=(0.0, 45.0, True),
+            field="helix",
+            scale=DEG,
+        ),
+        Param(
+            "pressure_angle_deg",
+            20.0,
+            "normal pressure angle α_n (ISO 53 basic rack)",
+            range=(10.0, 30.0, True),
+            field="pressure",
+            scale=DEG,
+        ),
+        Param(
+            "sun_torque_N_m",
+            10.0,
+            "peak sun torque T_max (the source ramps to about 10 N·m)",
+            range=(-1e4, 1e4, True),
+            field="torque",
+            unit="N·m",
+        ),
+        Param("ramp_time_s", 0.2, "T rises linearly from 0 to T_max over this time", range=POSITIVE, field="t_ramp"),
+        Param(
+            "reversal_time_s",
+            0.4,
+            "then falls linearly from T_max to −T_max over this time",
+            range=POSITIVE,
+            field="t_reverse",
+        ),
+        Param("hold_time_s", 0.05, "then holds −T_max over this time", range=NONNEGATIVE, field="t_hold"),
+        Param(
+            "planet_speed_rpm",
+            100.0,
+            "prescribed planet spin speed n_p about its axis",
+            range=(-1e5, 1e5, True),
+            field="spin",
+            scale=2 * math.pi / 60,
+        ),
+        Param(
+            "mesh_stiffness_N_per_m",
+            4e8,
+            "mesh stiffness along the line of action holding the spin (ISO 6336-1: "
+            "c_γ ≈ 20 N/(mm·µm) × 20 mm face width)",
+            range=POSITIVE,
+            field="mesh_stiffness",
+        ),
+        Param(
+            "mesh_damping_ratio",
+            0.1,
+            "damping ratio of the spin held by the mesh (0.03–0.17 in the gear dynamics literature)",
+            range=(0.0, 2.0, True),
+            field="mesh_damping",
+        ),
+        Param(
+            "misalignment_x_deg",
+            0.0,
+            "hole axis turned about x from z",
+            range=(-5.0, 5.0, True),
+            field="misalign_x",
+            scale=DEG,
+        ),
+        Param(
+            "misalignment_y_deg",
+            0.0,
+            "hole axis turned about y from z (then)",
+            range=(-5.0, 5.0, True),
+            field="misalign_y",
+            scale=DEG,
+        ),
+        Param(
+            "initial_tilt_deg",
+            0.0,
+            "initial tilt of the planet axis about x",
+            range=(-5.0, 5.0, True),
+            field="tilt0",
+            scale=DEG,
+        ),
+        Param(
+            "carrier_speed_rpm",
+            0.0,
+            "carrier (housing) speed Ω about the differential axis (parallel to z, "
+            "through (−r_c, 0, 0) at t = 0); absent: 0, the clamped housing of the source's test",
+            range=(-1e5, 1e5, True),
+            field="carrier_speed",
+            scale=2 * math.pi / 60,
+            optional=True,
+        ),
+        Param(
+            "carrier_radius_m",
+            _R_ORBIT,
+            "orbit radius r_c of the planet centre about the carrier axis (absent: "
+            "0.03 m, r_s + r_p of the default gears, the sun–planet centre distance of standard gears); needs "
+            "carrier_speed_rpm",
+            range=(0.0, 1.0, True),
+            field="carrier_radius",
+            optional=True,
+        ),
+    ),
+    doc="planet gear, sun-torque history (Virlez et al. 2013's reduced Torsen test)",
+)
+JOINT = Table(
+    "joint",
+    (
+        Param(
+            "pin_radius_m",
+            _R_TIP,
+            "planet tip radius R_B: the teeth tips bear on the cavity",
+            range=(0.0, 1.0, False),
+            field="pin_radius",
+        ),
+        Param(
+            "clearance_m",
+            _CLEAR,
+            "radial clearance c = R_A − R_B (ISO 286 H8/e8 running fit at ⌀27 mm: 20–56 µm radial)",
+            range=(0.0, 0.01, False),
+            guard=(1e-2, ">=", "the clearance is in metres"),
+            field="clearance",
+        ),
+        Param(
+            "length_m", _FACE, "planet face width L (end-sphere centres ±L/2)", range=(0.0, 1.0, False), field="length"
+        ),
+        Param(
+            "axial_gap_m",
+            0.1e-3,
+            "total axial end play between housing and thrust washer",
+            range=(0.0, 0.01, True),
+            field="axial_gap",
+        ),
+        Param(
+            "face_smoothing_rad",
+            1e-4,
+            "tilt over which the end-face contact point slides from the rim to the centre (cylindrical_joint)",
+            range=(0.0, 0.1, True),
+            field="face_smoothing",
+        ),
+    ),
+    doc="the 3D cylindrical clearance joint (jaxclear.cylindrical_joint)",
+)
+LAWS = Table(
+    "laws",
+    (
+        Param(
+            "normal",
+            "flores",
+            "normal-force law (the source: K δ^1.5 + 8(1−e)K/(5eδ̇⁻) δ^1.5 δ̇ = flores)",
+            choices=laws.NORMAL_LAWS,
+        ),
+        IMPACT_VELOCITY,
+        Param(
+            "stiffness_N_per_m_n",
+            _K_RAD,
+            "radial contact stiffness K (laws.internal_cylinder_stiffness, steel "
+            "207 GPa, ν = 0.3, R_B = 13.5 mm, c = 50 µm)",
+            range=POSITIVE,
+            field="stiffness",
+        ),
+        Param(
+            "axial_stiffness_N_per_m_n",
+            _K_AX,
+            "end-face stiffness (Hertz sphere of radius R_B on a flat, Johnson 1985 eq. 4.22)",
+            range=POSITIVE,
+            field="axial_stiffness",
+        ),
+        Param("exponent", 1.5, "exponent n", range=(1.0, 3.0, True), field="exponent"),
+        Param(
+            "restitution",
+            0.8,
+            "coefficient of restitution e (the source's 0.8, metal on metal)",
+            range=(0.0, 1.0, False),
+            field="restitution",
+        ),
+        Param("damping_N_s_per_m", 0.0, "viscous damping of the linear law", range=NONNEGATIVE, field="damping"),
+    ),
+    doc="contact laws of the joint",
+)
+FRICTION = Table(
+    "friction",
+    (
+        Param("model", "coulomb", "friction law", choices=laws.FRICTION_MODELS),
+        Param(
+            "coefficient",
+            0.1,
+            "kinetic friction coefficient μ (lubricated steel on steel)",
+            range=(0.0, 10.0, True),
+            field="friction_coefficient",
+        ),
+        Param("v0_m_per_s", 1e-4, "regularisation speed v0", range=(0.0, 1.0, False), field="v0"),
+        Param("v1_m_per_s", 1e-3, "full-friction speed v1 (ambrosio, threlfall)", range=(0.0, 1.0, False), field="v1"),
+    ),
+    doc="friction on the joint's contacts",
+)
+TABLES = [
+    MODEL,
+    JOINT,
+    LAWS,
+    FRICTION,
+    specmod.integrator_table(rigid3d.SCHEMES, "verlet_predicted", dt_s=1e-6, save_every=200),
+    specmod.outputs_table(OUTPUT_CHANNELS, DEFAULT_OUTPUTS, plot_variants=4),
+]
 _ALL = Table("all", MODEL.params + JOINT.params + LAWS.params + FRICTION.params)
 Params = params_type("Params", _ALL)
 
@@ -204,9 +373,13 @@ class Config(_cylindrical.Config):
 def validate_spec(spec):
     """The shared static checks; a carrier radius without a carrier speed would do nothing."""
     _cylindrical.validate_spec(spec)
-    _cylindrical.refuse_unpaired(spec, "carrier_radius_m", "carrier_speed_rpm",
-                                 "the carrier is clamped and its radius does nothing; give model.carrier_speed_rpm "
-                                 "(0 allowed) or remove the radius")
+    _cylindrical.refuse_unpaired(
+        spec,
+        "carrier_radius_m",
+        "carrier_speed_rpm",
+        "the carrier is clamped and its radius does nothing; give model.carrier_speed_rpm "
+        "(0 allowed) or remove the radius",
+    )
 
 
 def make_config(spec, t_end):
@@ -218,12 +391,17 @@ def check_values(cols):
     a = lambda k: np.asarray(cols[k], float)
     R, c, L = a("joint.pin_radius_m"), a("joint.clearance_m"), a("joint.length_m")
     if np.any(c >= R):
-        raise SpecError(f"joint.clearance_m = {float(np.max(c))!r} must be smaller than joint.pin_radius_m = "
-                        f"{float(np.min(R))!r}")
+        raise SpecError(
+            f"joint.clearance_m = {float(np.max(c))!r} must be smaller than joint.pin_radius_m = {float(np.min(R))!r}"
+        )
     # the planet must fit in the hole at t = 0: relative tilt φ between the axes, (L/2) sin φ < c
-    ax = np.stack([np.cos(a("model.misalignment_x_deg") * DEG) * np.sin(a("model.misalignment_y_deg") * DEG),
-                   -np.sin(a("model.misalignment_x_deg") * DEG),
-                   np.cos(a("model.misalignment_x_deg") * DEG) * np.cos(a("model.misalignment_y_deg") * DEG)])
+    ax = np.stack(
+        [
+            np.cos(a("model.misalignment_x_deg") * DEG) * np.sin(a("model.misalignment_y_deg") * DEG),
+            -np.sin(a("model.misalignment_x_deg") * DEG),
+            np.cos(a("model.misalignment_x_deg") * DEG) * np.cos(a("model.misalignment_y_deg") * DEG),
+        ]
+    )
     t0 = a("model.initial_tilt_deg") * DEG
     b = np.stack([np.zeros_like(t0), -np.sin(t0), np.cos(t0)])
     sin_phi = np.linalg.norm(np.cross(ax, b, axis=0), axis=0)
@@ -231,9 +409,11 @@ def check_values(cols):
     reach, c_, t0_ = np.broadcast_arrays(np.atleast_1d(reach), np.atleast_1d(c), np.atleast_1d(t0))
     if np.any(reach >= c_):
         i = int(np.argmax(reach / c_))
-        raise SpecError(f"model.initial_tilt_deg = {float(t0_[i] / DEG)!r} with the misalignment puts the planet's "
-                        f"ends {float(reach[i]):.3g} m off the hole axis, beyond joint.clearance_m = {float(c_[i])!r}: "
-                        "the relative tilt φ must satisfy (L/2)·sin φ < c")
+        raise SpecError(
+            f"model.initial_tilt_deg = {float(t0_[i] / DEG)!r} with the misalignment puts the planet's "
+            f"ends {float(reach[i]):.3g} m off the hole axis, beyond joint.clearance_m = {float(c_[i])!r}: "
+            "the relative tilt φ must satisfy (L/2)·sin φ < c"
+        )
     if np.any(a("friction.v1_m_per_s") <= a("friction.v0_m_per_s")):
         raise SpecError("friction.v1_m_per_s must exceed friction.v0_m_per_s")
 
@@ -256,8 +436,10 @@ def _linear_stiffness(p: Params):
     """Contact stiffness linearised at 20× (the peak mesh resultant + the centrifugal force
     m Ω² r_c) [N/m]."""
     wt = jnp.abs(p.torque) / p.r_s
-    f_ref = 20.0 * (wt * jnp.sqrt(1.0 + (jnp.tan(p.pressure) / jnp.cos(p.helix)) ** 2 + jnp.tan(p.helix) ** 2)
-                    + p.mass * p.carrier_speed ** 2 * p.carrier_radius)
+    f_ref = 20.0 * (
+        wt * jnp.sqrt(1.0 + (jnp.tan(p.pressure) / jnp.cos(p.helix)) ** 2 + jnp.tan(p.helix) ** 2)
+        + p.mass * p.carrier_speed**2 * p.carrier_radius
+    )
     n = p.exponent
     k = jnp.maximum(p.stiffness, p.axial_stiffness)
     return n * k ** (1.0 / n) * f_ref ** ((n - 1.0) / n)
@@ -267,25 +449,37 @@ def check_params(spec, cfg, p, name):
     """The step must resolve the contact: dt below the stability bound of the contact linearised
     at 20× the peak mesh load on the smaller of the planet's mass and I_t/(L/2)² (tilting)."""
     if not cfg.carrier and np.any(np.asarray(p.carrier_speed) != 0):
-        raise SpecError("params with a carrier speed need a Config with carrier = True (make_config of a spec that "
-                        "gives model.carrier_speed_rpm)")
+        raise SpecError(
+            "params with a carrier speed need a Config with carrier = True (make_config of a spec that "
+            "gives model.carrier_speed_rpm)"
+        )
     m_eff = jnp.minimum(p.mass, p.inertia_transverse / (0.5 * p.length) ** 2)
     k_spin = p.mesh_stiffness * (p.r_p * jnp.cos(p.pressure)) ** 2
-    spin = np.asarray(integrate.stability_bound(cfg.scheme if cfg.scheme != "symplectic_euler" else "leapfrog",
-                                                k_spin, p.inertia_axial, p.mesh_damping))
+    spin = np.asarray(
+        integrate.stability_bound(
+            cfg.scheme if cfg.scheme != "symplectic_euler" else "leapfrog", k_spin, p.inertia_axial, p.mesh_damping
+        )
+    )
     if np.any(cfg.dt > spin):
         i = int(np.argmin(np.atleast_1d(spin)))
-        raise SpecError(f"integrator.dt_s = {cfg.dt:g} exceeds the stability bound {np.atleast_1d(spin)[i]:.3g} s of "
-                        f"the mesh's torsional spring ({name(i)}); lower dt_s or model.mesh_stiffness_N_per_m")
+        raise SpecError(
+            f"integrator.dt_s = {cfg.dt:g} exceeds the stability bound {np.atleast_1d(spin)[i]:.3g} s of "
+            f"the mesh's torsional spring ({name(i)}); lower dt_s or model.mesh_stiffness_N_per_m"
+        )
     chi = laws.hysteresis_factor(cfg.normal_law, p.restitution) if cfg.normal_law in laws.HYSTERESIS_MODELS else 0.0
     zeta = integrate.hysteresis_damping_ratio(chi, p.exponent)
-    bound = np.asarray(integrate.stability_bound(cfg.scheme if cfg.scheme != "symplectic_euler" else "leapfrog",
-                                                 _linear_stiffness(p), m_eff, zeta))
+    bound = np.asarray(
+        integrate.stability_bound(
+            cfg.scheme if cfg.scheme != "symplectic_euler" else "leapfrog", _linear_stiffness(p), m_eff, zeta
+        )
+    )
     bound = np.broadcast_to(bound, np.shape(bound))
     if np.any(cfg.dt > bound):
         i = int(np.argmin(np.atleast_1d(bound)))
-        raise SpecError(f"integrator.dt_s = {cfg.dt:g} exceeds the stability bound {np.atleast_1d(bound)[i]:.3g} s of "
-                        f"the contact ({name(i)}); lower dt_s")
+        raise SpecError(
+            f"integrator.dt_s = {cfg.dt:g} exceeds the stability bound {np.atleast_1d(bound)[i]:.3g} s of "
+            f"the contact ({name(i)}); lower dt_s"
+        )
 
 
 def joint_names(cfg):
@@ -293,8 +487,12 @@ def joint_names(cfg):
 
 
 def describe(spec, cfg):
-    return {"contacts": list(cj.CONTACTS), "contact_law": cfg.normal_law, "friction": cfg.friction,
-            "scheme_order": 2 if cfg.scheme == "verlet_predicted" else 1}
+    return {
+        "contacts": list(cj.CONTACTS),
+        "contact_law": cfg.normal_law,
+        "friction": cfg.friction,
+        "scheme_order": 2 if cfg.scheme == "verlet_predicted" else 1,
+    }
 
 
 # ------------------------------------------------------------------------------- physics
@@ -337,9 +535,25 @@ def mesh_load(p: Params, t):
 def joint_params(p: Params):
     z = jnp.zeros(3, p.pin_radius.dtype)
     e3 = jnp.array([0.0, 0.0, 1.0], p.pin_radius.dtype)
-    return cj.Params(p.pin_radius, p.clearance, p.length, p.axial_gap, p.stiffness, p.axial_stiffness, p.exponent,
-                     p.restitution, p.damping, p.friction_coefficient, p.v0, p.v1,
-                     cj.misaligned_axis(p.misalign_x, p.misalign_y), z, e3, z, p.face_smoothing)
+    return cj.Params(
+        p.pin_radius,
+        p.clearance,
+        p.length,
+        p.axial_gap,
+        p.stiffness,
+        p.axial_stiffness,
+        p.exponent,
+        p.restitution,
+        p.damping,
+        p.friction_coefficient,
+        p.v0,
+        p.v1,
+        cj.misaligned_axis(p.misalign_x, p.misalign_y),
+        z,
+        e3,
+        z,
+        p.face_smoothing,
+    )
 
 
 def spin_torque(p: Params, quat, w_body, t, moving=True):
@@ -401,7 +615,9 @@ def initial_state(cfg: Config, p: Params):
     else:
         v0 = rigid3d.Twist(jnp.zeros((1, 3), dtype), w0[None])
     mass, inertia = _bodies(p)
-    return rigid3d.initial_state(rigid3d.make_accel(mass, inertia, loads), p, q0, v0, cj.initial_memory(cfg.joint, dtype))
+    return rigid3d.initial_state(
+        rigid3d.make_accel(mass, inertia, loads), p, q0, v0, cj.initial_memory(cfg.joint, dtype)
+    )
 
 
 def make_step(cfg: Config):
@@ -424,9 +640,17 @@ def make_step(cfg: Config):
 
 def _channels(cfg, o):
     f, resisting, torque, _ = o
-    full = {"top_x_m": f.offset[0, 0], "top_y_m": f.offset[0, 1], "bottom_x_m": f.offset[1, 0],
-            "bottom_y_m": f.offset[1, 1], "penetration_m": f.depth, "tilt_rad": f.tilt,
-            "axial_position_m": f.axial, "resisting_torque_N_m": resisting, "sun_torque_N_m": torque}
+    full = {
+        "top_x_m": f.offset[0, 0],
+        "top_y_m": f.offset[0, 1],
+        "bottom_x_m": f.offset[1, 0],
+        "bottom_y_m": f.offset[1, 1],
+        "penetration_m": f.depth,
+        "tilt_rad": f.tilt,
+        "axial_position_m": f.axial,
+        "resisting_torque_N_m": resisting,
+        "sun_torque_N_m": torque,
+    }
     return {k: full[k] for k in cfg.outputs if k != "contact_force_N"}
 
 
@@ -445,19 +669,46 @@ def simulate(cfg: Config, p: Params) -> Result:
         m, tilt, first, lo_load, lo_rev, tq_sum, tq_n, tq_peak = acc
         f, resisting, _, t = o
         onset = jnp.any(f.started[:2])
-        m = metrics.update(m, f.normal_force, jnp.zeros((), dtype), f.active, f.started.astype(jnp.int32),
-                           f.active.astype(jnp.int32), jnp.ones((), bool), 1, penetration=f.depth)
+        m = metrics.update(
+            m,
+            f.normal_force,
+            jnp.zeros((), dtype),
+            f.active,
+            f.started.astype(jnp.int32),
+            f.active.astype(jnp.int32),
+            jnp.ones((), bool),
+            1,
+            penetration=f.depth,
+        )
         first = jnp.where(onset, jnp.minimum(first, t), first)
         lo_load = jnp.where(onset & (t < t_cross), t, lo_load)
         lo_rev = jnp.where(onset & (t >= t_cross), t, lo_rev)
         in_hold = (t >= t_hold).astype(dtype)
-        return (m, jnp.maximum(tilt, f.tilt), first, lo_load, lo_rev, tq_sum + in_hold * resisting, tq_n + in_hold,
-                jnp.maximum(tq_peak, jnp.abs(resisting)))
+        return (
+            m,
+            jnp.maximum(tilt, f.tilt),
+            first,
+            lo_load,
+            lo_rev,
+            tq_sum + in_hold * resisting,
+            tq_n + in_hold,
+            jnp.maximum(tq_peak, jnp.abs(resisting)),
+        )
 
     save = (lambda o: _channels(cfg, o)) if cfg.outputs else None
     block_max = (lambda o: {"contact_force_N": o[0].normal_force}) if "contact_force_N" in cfg.outputs else None
-    s, acc, hist = integrate.simulate(step, p, s0, acc0, reduce, cfg.n_saves, cfg.save_every, save=save,
-                                      checkpoint=cfg.checkpoint, block_max=block_max)
+    s, acc, hist = integrate.simulate(
+        step,
+        p,
+        s0,
+        acc0,
+        reduce,
+        cfg.n_saves,
+        cfg.save_every,
+        save=save,
+        checkpoint=cfg.checkpoint,
+        block_max=block_max,
+    )
     m, tilt, first, lo_load, lo_rev, tq_sum, tq_n, tq_peak = acc
     finite = jnp.all(jnp.isfinite(s.q.x)) & jnp.all(jnp.isfinite(s.v.w))
     hold = jnp.where(tq_n > 0, tq_sum / jnp.maximum(tq_n, 1.0), jnp.nan)
@@ -489,23 +740,29 @@ def chunk_metrics(spec, cfg, p, res, n_real, t_end):
     imp = np.asarray(u.impacts)[r]
     t_cross = a(p.t_ramp) * np.ones(n_real) + 0.5 * a(p.t_reverse)
     first = a(res.first_impact_time)
-    settle_load = np.where(np.isfinite(first) & np.isfinite(a(res.last_onset_loading)),
-                           a(res.last_onset_loading) - np.where(np.isfinite(first), first, 0.0), np.nan)
+    settle_load = np.where(
+        np.isfinite(first) & np.isfinite(a(res.last_onset_loading)),
+        a(res.last_onset_loading) - np.where(np.isfinite(first), first, 0.0),
+        np.nan,
+    )
     settle_rev = np.where(np.isfinite(a(res.last_onset_reversal)), a(res.last_onset_reversal) - t_cross, np.nan)
     out = {f"peak_contact_force_{c}_N": peak[:, k] for k, c in enumerate(cj.CONTACTS)}
-    out.update({
-        "smooth_peak_contact_force_N": np.asarray(metrics.smooth_peak(u.lse_force, u.steps))[r],
-        "impacts_top": imp[:, 0].astype(int), "impacts_bottom": imp[:, 1].astype(int),
-        "impacts_axial": (imp[:, 2] + imp[:, 3]).astype(int),
-        "max_penetration_m": np.max(np.asarray(u.max_penetration)[r], axis=1),
-        "max_tilt_rad": a(res.max_tilt),
-        "first_impact_time_s": np.where(np.isfinite(first), first, np.nan),
-        "settle_time_after_loading_s": settle_load,
-        "settle_time_after_reversal_s": settle_rev,
-        "hold_resisting_torque_N_m": a(res.hold_torque),
-        "peak_resisting_torque_N_m": a(res.peak_resisting_torque),
-        "finite": a(res.finite) & np.all(np.isfinite(peak), axis=1),
-    })
+    out.update(
+        {
+            "smooth_peak_contact_force_N": np.asarray(metrics.smooth_peak(u.lse_force, u.steps))[r],
+            "impacts_top": imp[:, 0].astype(int),
+            "impacts_bottom": imp[:, 1].astype(int),
+            "impacts_axial": (imp[:, 2] + imp[:, 3]).astype(int),
+            "max_penetration_m": np.max(np.asarray(u.max_penetration)[r], axis=1),
+            "max_tilt_rad": a(res.max_tilt),
+            "first_impact_time_s": np.where(np.isfinite(first), first, np.nan),
+            "settle_time_after_loading_s": settle_load,
+            "settle_time_after_reversal_s": settle_rev,
+            "hold_resisting_torque_N_m": a(res.hold_torque),
+            "peak_resisting_torque_N_m": a(res.peak_resisting_torque),
+            "finite": a(res.finite) & np.all(np.isfinite(peak), axis=1),
+        }
+    )
     return out
 
 
@@ -548,7 +805,7 @@ def plots(outdir, spec, table, summary, hists, t):
         for ax, end in zip(axs, ("top", "bottom")):
             for i in idx:
                 x, y = 1e6 * np.asarray(hists[f"{end}_x_m"][i]), 1e6 * np.asarray(hists[f"{end}_y_m"][i])
-                line, = ax.plot(x, y, lw=0.8, label=_p.variant_label(table, axes_cols, i))
+                (line,) = ax.plot(x, y, lw=0.8, label=_p.variant_label(table, axes_cols, i))
                 ax.plot(x[:1], y[:1], "o", color=line.get_color(), ms=3)
                 th = np.linspace(0, 2 * np.pi, 200)
                 ax.plot(1e6 * c_of(i) * np.cos(th), 1e6 * c_of(i) * np.sin(th), ":", color=line.get_color(), lw=0.7)
@@ -557,7 +814,7 @@ def plots(outdir, spec, table, summary, hists, t):
             ax.set_ylabel("y [µm] (sun's tangential load at T > 0)")
             ax.set_title(f"{end} end centre in the hole (dotted: clearance)", fontsize=9)
         _p._legend_outside(axs[1])
-        note = _p.sampling_note(t, spec['integrator']['save_every'], False).split(";")[0]
+        note = _p.sampling_note(t, spec["integrator"]["save_every"], False).split(";")[0]
         fig.suptitle(f"{summary.get('name', NAME)}: planet end centres ({note}; dot: start)", fontsize=9)
         fig.tight_layout()
         fig.savefig(pdir / "end_centre_trajectories.png", dpi=130, bbox_inches="tight")
@@ -577,9 +834,12 @@ def plots(outdir, spec, table, summary, hists, t):
                             ax.plot(t, y[:, k], lw=0.6, label=name)
                     continue
                 ax.plot(t, scale * y, lw=0.7, label=_p.variant_label(table, axes_cols, i))
-            ylab = {"sun_torque_N_m": "sun torque [N·m]", "tilt_rad": "tilt [mrad]",
-                    "resisting_torque_N_m": "resisting torque [N·m]",
-                    "contact_force_N": "contact force [N]\n(block max)"}[c]
+            ylab = {
+                "sun_torque_N_m": "sun torque [N·m]",
+                "tilt_rad": "tilt [mrad]",
+                "resisting_torque_N_m": "resisting torque [N·m]",
+                "contact_force_N": "contact force [N]\n(block max)",
+            }[c]
             ax.set_ylabel(ylab, fontsize=8)
             if c == "contact_force_N":
                 ax.legend(fontsize=7, loc="upper right", title=f"variant #{idx[0]}", title_fontsize=7)
@@ -592,9 +852,12 @@ def plots(outdir, spec, table, summary, hists, t):
     t1 = float(table["first_impact_time_s"][idx[0]]) if "first_impact_time_s" in table else float("nan")
     if np.isfinite(t1):
         from .. import sweep as _sweep
+
         i = idx[0]
-        flat = {**_sweep.flat_values(spec), **{k: table[k.rsplit(".", 1)[-1]][i] for k in spec.get("axes", {})
-                                                if k.rsplit(".", 1)[-1] in table}}
+        flat = {
+            **_sweep.flat_values(spec),
+            **{k: table[k.rsplit(".", 1)[-1]][i] for k in spec.get("axes", {}) if k.rsplit(".", 1)[-1] in table},
+        }
         it = spec["integrator"]
         cfg = make_config(spec, t1 + 2e-4)
         p = params(spec, cfg, flat, jnp.float64, t1)
@@ -605,13 +868,21 @@ def plots(outdir, spec, table, summary, hists, t):
             if np.any(on):  # the first contact episode of this end only
                 i0 = int(np.argmax(on))
                 i1 = i0 + (int(np.argmin(on[i0:])) if not np.all(on[i0:]) else len(on) - i0)
-                ax.plot(1e6 * d[i0:i1, k], f[i0:i1, k], ".-", ms=2, lw=0.7,
-                        label=f"{name} end ({1e6 * (i1 - i0) * cfg.dt:.0f} µs)")
+                ax.plot(
+                    1e6 * d[i0:i1, k],
+                    f[i0:i1, k],
+                    ".-",
+                    ms=2,
+                    lw=0.7,
+                    label=f"{name} end ({1e6 * (i1 - i0) * cfg.dt:.0f} µs)",
+                )
         ax.set_xlabel("penetration δ [µm]")
         ax.set_ylabel("normal contact force [N]")
-        ax.set_title(f"first contact episode of each end, {_p.variant_label(table, axes_cols, i)}\n"
-                     f"(law {spec['laws']['normal']}, e = {float(p.restitution):.2f}, every step of dt = {it['dt_s']:g} s)",
-                     fontsize=8)
+        ax.set_title(
+            f"first contact episode of each end, {_p.variant_label(table, axes_cols, i)}\n"
+            f"(law {spec['laws']['normal']}, e = {float(p.restitution):.2f}, every step of dt = {it['dt_s']:g} s)",
+            fontsize=8,
+        )
         ax.legend(fontsize=7)
         fig.tight_layout()
         fig.savefig(pdir / "first_impact_hysteresis.png", dpi=130)

@@ -59,8 +59,17 @@ OUTPUT_CHANNELS = {
     "stuck": "1 while the bottom is in contact and held by static friction, else 0",
     "contact": "1 while at least one corner touches the ground, else 0",
 }
-DEFAULT_OUTPUTS = ("box_x_m", "box_y_m", "pitch_rad", "normal_force_N", "friction_force_N",
-                   "slip_velocity_m_per_s", "hinge_force_N", "motor_torque_N_m", "stuck")
+DEFAULT_OUTPUTS = (
+    "box_x_m",
+    "box_y_m",
+    "pitch_rad",
+    "normal_force_N",
+    "friction_force_N",
+    "slip_velocity_m_per_s",
+    "hinge_force_N",
+    "motor_torque_N_m",
+    "stuck",
+)
 
 
 @dataclass(frozen=True)
@@ -94,26 +103,26 @@ class Config:
 class Params(NamedTuple):
     """SI parameters, batchable leaf by leaf (names as in the source, Wang & Wang 2015)."""
 
-    m1: jnp.ndarray            # box mass [kg]
-    J1: jnp.ndarray            # box inertia about C1 [kg·m²]
-    m2: jnp.ndarray            # rotor mass [kg]
-    J2: jnp.ndarray            # rotor inertia about C2 [kg·m²]
-    e: jnp.ndarray             # rotor eccentricity |A C2| [m]
-    a: jnp.ndarray             # box half length [m]
-    b: jnp.ndarray             # box half height [m]
-    Cx: jnp.ndarray            # C1 from O1, box frame [m]
+    m1: jnp.ndarray  # box mass [kg]
+    J1: jnp.ndarray  # box inertia about C1 [kg·m²]
+    m2: jnp.ndarray  # rotor mass [kg]
+    J2: jnp.ndarray  # rotor inertia about C2 [kg·m²]
+    e: jnp.ndarray  # rotor eccentricity |A C2| [m]
+    a: jnp.ndarray  # box half length [m]
+    b: jnp.ndarray  # box half height [m]
+    Cx: jnp.ndarray  # C1 from O1, box frame [m]
     Cy: jnp.ndarray
-    Ax: jnp.ndarray            # A from O1, box frame [m]
+    Ax: jnp.ndarray  # A from O1, box frame [m]
     Ay: jnp.ndarray
-    omega: jnp.ndarray         # rotor speed relative to the box [rad/s], > 0 counter-clockwise
-    psi0: jnp.ndarray          # rotor angle relative to the box at t = 0 [rad]
-    K: jnp.ndarray             # ground stiffness [N/m^1.5]
-    c: jnp.ndarray             # ground damping [N·s/m²]
-    mu_static: jnp.ndarray     # μ0
-    mu_kinetic: jnp.ndarray    # μ
-    gravity: jnp.ndarray       # [m/s²]
-    v_reg: jnp.ndarray         # regularisation / "zero slip" velocity [m/s] ("regularised", "lcp_acceleration")
-    drop_height: jnp.ndarray   # start this high above the rest state [m] (0: on the ground)
+    omega: jnp.ndarray  # rotor speed relative to the box [rad/s], > 0 counter-clockwise
+    psi0: jnp.ndarray  # rotor angle relative to the box at t = 0 [rad]
+    K: jnp.ndarray  # ground stiffness [N/m^1.5]
+    c: jnp.ndarray  # ground damping [N·s/m²]
+    mu_static: jnp.ndarray  # μ0
+    mu_kinetic: jnp.ndarray  # μ
+    gravity: jnp.ndarray  # [m/s²]
+    v_reg: jnp.ndarray  # regularisation / "zero slip" velocity [m/s] ("regularised", "lcp_acceleration")
+    drop_height: jnp.ndarray  # start this high above the rest state [m] (0: on the ground)
 
 
 CASES = {
@@ -125,9 +134,28 @@ CASES = {
 
 def source_params(case=1, **kw) -> Params:
     """Params of the source's case 1 or 2 (Wang & Wang 2015); keywords override fields."""
-    base = dict(m1=92.0, J1=0.4423, m2=7.0, J2=0.00247, e=0.018, a=0.2, b=0.128, Cx=-0.033,
-                Cy=0.032, Ax=0.03, Ay=0.124, omega=420.0, psi0=0.0, K=3.1e6, c=23e3,
-                mu_static=0.6, mu_kinetic=0.45, gravity=9.81, v_reg=1e-3, drop_height=0.0)
+    base = dict(
+        m1=92.0,
+        J1=0.4423,
+        m2=7.0,
+        J2=0.00247,
+        e=0.018,
+        a=0.2,
+        b=0.128,
+        Cx=-0.033,
+        Cy=0.032,
+        Ax=0.03,
+        Ay=0.124,
+        omega=420.0,
+        psi0=0.0,
+        K=3.1e6,
+        c=23e3,
+        mu_static=0.6,
+        mu_kinetic=0.45,
+        gravity=9.81,
+        v_reg=1e-3,
+        drop_height=0.0,
+    )
     base.update(CASES[case])
     return float_params(Params, base, kw, "plate-compactor")
 
@@ -175,7 +203,7 @@ def static_rest_state(p: Params) -> State:
     def loads(th, spin):
         u = jnp.stack([jnp.cos(th + p.psi0), jnp.sin(th + p.psi0)])
         d = _rot(th, jnp.stack([p.Ax - p.Cx, p.Ay - p.Cy])) + p.e * u
-        a2 = -spin * p.omega ** 2 * p.e * u
+        a2 = -spin * p.omega**2 * p.e * u
         ft, n = p.m2 * a2[0], m * g + p.m2 * a2[1]
         r = _rot(th, body)
         arm = r[:, 0] - ft * r[:, 1] / n
@@ -201,20 +229,20 @@ def static_rest_state(p: Params) -> State:
 
 
 class Forces(NamedTuple):
-    fn: jnp.ndarray           # (2,) corner normal forces [N]
-    corner_r: jnp.ndarray     # (2, 2) corner − C1, world
-    corner_vx: jnp.ndarray    # (2,) corner x velocities [m/s]
-    d: jnp.ndarray            # C1 → C2
-    eu: jnp.ndarray           # e u
-    b: jnp.ndarray            # velocity-dependent part of r̈2
+    fn: jnp.ndarray  # (2,) corner normal forces [N]
+    corner_r: jnp.ndarray  # (2, 2) corner − C1, world
+    corner_vx: jnp.ndarray  # (2,) corner x velocities [m/s]
+    d: jnp.ndarray  # C1 → C2
+    eu: jnp.ndarray  # e u
+    b: jnp.ndarray  # velocity-dependent part of r̈2
 
 
 def _forces(p: Params, q, qd, psi):
     with integrate.stage("kinematics"):
         th, thd = q[2], qd[2]
-        r = _rot(th, _corners_body(p))                      # (2, 2)
+        r = _rot(th, _corners_body(p))  # (2, 2)
         pos_y = q[1] + r[:, 1]
-        vel = qd[:2][None, :] + thd * perp(r)               # corner velocities
+        vel = qd[:2][None, :] + thd * perp(r)  # corner velocities
         delta = -pos_y
         delta_dot = -vel[:, 1]
     with integrate.stage("contact_laws"):
@@ -244,14 +272,14 @@ def _mass_solve(p: Params, d, rhs):
 class Step(NamedTuple):
     q: jnp.ndarray
     qd: jnp.ndarray
-    o1: jnp.ndarray            # box centre O1 (x, y)
-    fn: jnp.ndarray            # (2,)
-    ft: jnp.ndarray            # (2,)
-    slip_v: jnp.ndarray        # bottom x-velocity at the centre of pressure after the step
-    hinge: jnp.ndarray         # |F_A|
+    o1: jnp.ndarray  # box centre O1 (x, y)
+    fn: jnp.ndarray  # (2,)
+    ft: jnp.ndarray  # (2,)
+    slip_v: jnp.ndarray  # bottom x-velocity at the centre of pressure after the step
+    hinge: jnp.ndarray  # |F_A|
     motor_torque: jnp.ndarray
-    contact: jnp.ndarray       # any corner in contact
-    stuck: jnp.ndarray         # in contact and held by static friction
+    contact: jnp.ndarray  # any corner in contact
+    stuck: jnp.ndarray  # in contact and held by static friction
 
 
 def make_step(cfg: Config):
@@ -266,8 +294,7 @@ def make_step(cfg: Config):
         with integrate.stage("equations_of_motion"):
             grav = jnp.stack([0.0 * g, -g])
             f_xy = jnp.stack([0.0 * g, jnp.sum(fr.fn)]) + (p.m1 + p.m2) * grav - p.m2 * fr.b
-            m_th = (jnp.sum(fr.corner_r[:, 0] * fr.fn) + cross2(fr.d, p.m2 * grav)
-                    - p.m2 * cross2(fr.d, fr.b))
+            m_th = jnp.sum(fr.corner_r[:, 0] * fr.fn) + cross2(fr.d, p.m2 * grav) - p.m2 * cross2(fr.d, fr.b)
             # The flat bottom is one friction contact: its resultant acts at the centre of pressure
             # of the corner loads.  (Two stick constraints at corners a hair apart in height would
             # also lock the pitch, through a nearly singular 2×2 Delassus matrix.)
@@ -285,13 +312,15 @@ def make_step(cfg: Config):
             else:
                 qd_free = s.qd + h * _mass_solve(p, fr.d, rhs)
                 if cfg.friction == "stick_slip":
-                    f_t, _, stuck = laws.stick_slip_friction(W @ qd_free, W @ MinvW, n_tot,
-                                                             p.mu_static, p.mu_kinetic, h)
+                    f_t, _, stuck = laws.stick_slip_friction(
+                        W @ qd_free, W @ MinvW, n_tot, p.mu_static, p.mu_kinetic, h
+                    )
                     qd1 = qd_free + h * MinvW * f_t
                 elif cfg.friction == "lcp_acceleration":
                     a_free = (qd_free - s.qd) / h
                     f_t, stuck = laws.stick_slip_friction_acceleration(
-                        W @ s.qd, W @ a_free, W @ MinvW, n_tot, p.mu_static, p.mu_kinetic, p.v_reg)
+                        W @ s.qd, W @ a_free, W @ MinvW, n_tot, p.mu_static, p.mu_kinetic, p.v_reg
+                    )
                     qd1 = qd_free + h * MinvW * f_t
                 else:
                     f_t, qd1, stuck = jnp.zeros_like(n_tot), qd_free, jnp.zeros((), bool)
@@ -308,19 +337,25 @@ def make_step(cfg: Config):
         stuck = contact & stuck
         o1 = q1[:2] - _rot(q1[2], jnp.stack([p.Cx, p.Cy]))
         vx_corner = W @ qd1
-        out = Step(q1, qd1, o1, fr.fn, ft, vx_corner, jnp.sqrt(jnp.sum(f_a * f_a)), torque,
-                   contact, stuck)
+        out = Step(q1, qd1, o1, fr.fn, ft, vx_corner, jnp.sqrt(jnp.sum(f_a * f_a)), torque, contact, stuck)
         return State(q1, qd1), out
 
     return step
 
 
 def _channels(cfg, o: Step):
-    full = {"box_x_m": o.o1[0], "box_y_m": o.o1[1], "pitch_rad": o.q[2],
-            "normal_force_N": jnp.sum(o.fn), "friction_force_N": jnp.sum(o.ft),
-            "slip_velocity_m_per_s": o.slip_v, "hinge_force_N": o.hinge,
-            "motor_torque_N_m": o.motor_torque, "stuck": o.stuck.astype(o.q.dtype),
-            "contact": o.contact.astype(o.q.dtype)}
+    full = {
+        "box_x_m": o.o1[0],
+        "box_y_m": o.o1[1],
+        "pitch_rad": o.q[2],
+        "normal_force_N": jnp.sum(o.fn),
+        "friction_force_N": jnp.sum(o.ft),
+        "slip_velocity_m_per_s": o.slip_v,
+        "hinge_force_N": o.hinge,
+        "motor_torque_N_m": o.motor_torque,
+        "stuck": o.stuck.astype(o.q.dtype),
+        "contact": o.contact.astype(o.q.dtype),
+    }
     return {c: full[c] for c in cfg.outputs}
 
 
@@ -331,7 +366,7 @@ class Acc(NamedTuple):
     n_contact: jnp.ndarray
     n_slip: jnp.ndarray
     transitions: jnp.ndarray
-    last_mode: jnp.ndarray     # −1 none yet, 0 slip, 1 stick (flight keeps the last)
+    last_mode: jnp.ndarray  # −1 none yet, 0 slip, 1 stick (flight keeps the last)
     x_start: jnp.ndarray
     y_min: jnp.ndarray
     y_max: jnp.ndarray
@@ -359,30 +394,34 @@ def simulate(cfg: Config, p: Params) -> Result:
     s0 = static_rest_state(p)
     dt = s0.q.dtype
     z, big = jnp.zeros((), dt), jnp.asarray(jnp.inf, dt)
-    acc0 = Acc(z, z, z, -jnp.ones((), dt), z, big, -big, big, -big, z, z, z, z, z,
-               jnp.ones((), bool))
+    acc0 = Acc(z, z, z, -jnp.ones((), dt), z, big, -big, big, -big, z, z, z, z, z, jnp.ones((), bool))
 
     def reduce(a: Acc, o: Step, i):
         ss = i >= i_ss
         mode = jnp.where(o.stuck, 1.0, 0.0).astype(dt)
         changed = o.contact & (a.last_mode >= 0) & (mode != a.last_mode)
         w = lambda v: jnp.where(ss, v, 0.0)
-        return Acc(a.n_contact + o.contact.astype(dt), a.n_slip + (o.contact & ~o.stuck).astype(dt),
-                   a.transitions + changed.astype(dt), jnp.where(o.contact, mode, a.last_mode),
-                   jnp.where(i == i_ss, _bottom_x(p, o.o1, o.q[2]), a.x_start),
-                   jnp.where(ss, jnp.minimum(a.y_min, o.o1[1]), a.y_min),
-                   jnp.where(ss, jnp.maximum(a.y_max, o.o1[1]), a.y_max),
-                   jnp.where(ss, jnp.minimum(a.th_min, o.q[2]), a.th_min),
-                   jnp.where(ss, jnp.maximum(a.th_max, o.q[2]), a.th_max),
-                   a.n_flight + w((~o.contact).astype(dt)),
-                   jnp.maximum(a.peak_fn, w(jnp.sum(o.fn))),
-                   jnp.maximum(a.peak_hinge, w(o.hinge)),
-                   jnp.maximum(a.peak_torque, w(jnp.abs(o.motor_torque))),
-                   a.sum_torque + w(o.motor_torque),
-                   a.finite & jnp.all(jnp.isfinite(o.q)))
+        return Acc(
+            a.n_contact + o.contact.astype(dt),
+            a.n_slip + (o.contact & ~o.stuck).astype(dt),
+            a.transitions + changed.astype(dt),
+            jnp.where(o.contact, mode, a.last_mode),
+            jnp.where(i == i_ss, _bottom_x(p, o.o1, o.q[2]), a.x_start),
+            jnp.where(ss, jnp.minimum(a.y_min, o.o1[1]), a.y_min),
+            jnp.where(ss, jnp.maximum(a.y_max, o.o1[1]), a.y_max),
+            jnp.where(ss, jnp.minimum(a.th_min, o.q[2]), a.th_min),
+            jnp.where(ss, jnp.maximum(a.th_max, o.q[2]), a.th_max),
+            a.n_flight + w((~o.contact).astype(dt)),
+            jnp.maximum(a.peak_fn, w(jnp.sum(o.fn))),
+            jnp.maximum(a.peak_hinge, w(o.hinge)),
+            jnp.maximum(a.peak_torque, w(jnp.abs(o.motor_torque))),
+            a.sum_torque + w(o.motor_torque),
+            a.finite & jnp.all(jnp.isfinite(o.q)),
+        )
 
-    s, a, hist = integrate.simulate(step, p, s0, acc0, reduce, cfg.n_saves, cfg.save_every,
-                                    save=lambda o: _channels(cfg, o))
+    s, a, hist = integrate.simulate(
+        step, p, s0, acc0, reduce, cfg.n_saves, cfg.save_every, save=lambda o: _channels(cfg, o)
+    )
     o1 = s.q[:2] - _rot(s.q[2], jnp.stack([p.Cx, p.Cy]))
     return Result(hist, s, o1, a)
 
@@ -422,7 +461,7 @@ def rigid_ground_stick_margin(p: Params, n=3600):
     min over ψ of μ0 F_N − |F_x| [N]: positive means the box sticks throughout.
     """
     psi = jnp.linspace(0.0, 2 * jnp.pi, n, endpoint=False, dtype=jnp.result_type(p.omega))
-    f = p.m2 * p.e * p.omega ** 2
+    f = p.m2 * p.e * p.omega**2
     fx = jnp.abs(f * jnp.cos(psi))
     fn = (p.m1 + p.m2) * p.gravity - f * jnp.sin(psi)
     return jnp.min(p.mu_static * fn - fx)
@@ -441,56 +480,105 @@ from ..spec import SpecError  # noqa: E402
 from . import declared  # noqa: E402
 
 _L10 = (-10.0, 10.0, True)
-MODEL = Table("model", (
-    Param("mechanism", "plate_compactor", "registered mechanism name"),
-    Param("box_mass_kg", 92.0, "box (plate) mass m₁", range=POSITIVE, field="m1"),
-    Param("box_inertia_kg_m2", 0.4423, "box inertia J₁ about its centre of mass C₁", range=POSITIVE, field="J1"),
-    Param("rotor_mass_kg", 7.0, "eccentric rotor mass m₂", range=NONNEGATIVE, field="m2"),
-    Param("rotor_inertia_kg_m2", 0.00247, "rotor inertia J₂ about its centre of mass", range=NONNEGATIVE, field="J2"),
-    Param("eccentricity_m", 0.018, "rotor eccentricity |A C₂|", range=(0.0, 1.0, True), field="e"),
-    Param("half_length_m", 0.2, "box half length a", range=(0.0, 10.0, False), field="a"),
-    Param("half_height_m", 0.128, "box half height b", range=(0.0, 10.0, False), field="b"),
-    Param("com_x_m", -0.033, "C₁ from the box centre O₁, x (box frame)", range=_L10, field="Cx"),
-    Param("com_y_m", 0.032, "C₁ from O₁, y", range=_L10, field="Cy"),
-    Param("axis_x_m", 0.03, "rotor axis A from O₁, x", range=_L10, field="Ax"),
-    Param("axis_y_m", 0.124, "rotor axis A from O₁, y", range=_L10, field="Ay"),
-    Param("rotor_speed_rad_per_s", 420.0, "rotor speed relative to the box (> 0 counter-clockwise)",
-          range=(-1e4, 1e4, True), field="omega"),
-    Param("rotor_phase_rad", 0.0, "rotor angle relative to the box at t = 0", range=(-100.0, 100.0, True),
-          field="psi0"),
-    Param("gravity_m_per_s2", 9.81, "gravity g", range=(0.0, 100.0, True), field="gravity"),
-    Param("drop_height_m", 0.0, "start this high above the rest state (0: on the ground)", range=(0.0, 10.0, True),
-          field="drop_height"),
-), doc="plate, rotor and drive (Wang & Wang 2015, HZR-92)")
-GROUND = Table("ground", (
-    Param("stiffness_N_per_m1_5", 3.1e6, "ground stiffness K of K δ^1.5", range=POSITIVE, field="K"),
-    Param("damping_N_s_per_m2", 23e3, "ground damping c of c δ δ̇", range=NONNEGATIVE, field="c"),
-    Param("static_friction", 0.6, "static coefficient μ0", range=(0.0, 10.0, True), field="mu_static"),
-    Param("kinetic_friction", 0.45, "kinetic coefficient μ (≤ μ0)", range=(0.0, 10.0, True), field="mu_kinetic"),
-    Param("friction_model", "stick_slip", "dry-friction model", choices=laws.STICK_SLIP_MODELS),
-    Param("regularisation_velocity_m_per_s", 1e-3, "regularisation / zero-slip velocity", range=(0.0, 1.0, False),
-          field="v_reg"),
-), doc="ground contact at the plate's corners")
-TABLES = [MODEL, GROUND, specmod.integrator_table(SCHEMES, "moreau_midpoint", dt_s=1e-5, t_end_s=2.0, extra=(
-    Param("steady_start_s", 1.0, "start of the steady window [steady_start_s, t_end_s]", range=(0.0, 1e4, True)),)),
-    specmod.outputs_table(OUTPUT_CHANNELS, DEFAULT_OUTPUTS)]
+MODEL = Table(
+    "model",
+    (
+        Param("mechanism", "plate_compactor", "registered mechanism name"),
+        Param("box_mass_kg", 92.0, "box (plate) mass m₁", range=POSITIVE, field="m1"),
+        Param("box_inertia_kg_m2", 0.4423, "box inertia J₁ about its centre of mass C₁", range=POSITIVE, field="J1"),
+        Param("rotor_mass_kg", 7.0, "eccentric rotor mass m₂", range=NONNEGATIVE, field="m2"),
+        Param(
+            "rotor_inertia_kg_m2", 0.00247, "rotor inertia J₂ about its centre of mass", range=NONNEGATIVE, field="J2"
+        ),
+        Param("eccentricity_m", 0.018, "rotor eccentricity |A C₂|", range=(0.0, 1.0, True), field="e"),
+        Param("half_length_m", 0.2, "box half length a", range=(0.0, 10.0, False), field="a"),
+        Param("half_height_m", 0.128, "box half height b", range=(0.0, 10.0, False), field="b"),
+        Param("com_x_m", -0.033, "C₁ from the box centre O₁, x (box frame)", range=_L10, field="Cx"),
+        Param("com_y_m", 0.032, "C₁ from O₁, y", range=_L10, field="Cy"),
+        Param("axis_x_m", 0.03, "rotor axis A from O₁, x", range=_L10, field="Ax"),
+        Param("axis_y_m", 0.124, "rotor axis A from O₁, y", range=_L10, field="Ay"),
+        Param(
+            "rotor_speed_rad_per_s",
+            420.0,
+            "rotor speed relative to the box (> 0 counter-clockwise)",
+            range=(-1e4, 1e4, True),
+            field="omega",
+        ),
+        Param(
+            "rotor_phase_rad",
+            0.0,
+            "rotor angle relative to the box at t = 0",
+            range=(-100.0, 100.0, True),
+            field="psi0",
+        ),
+        Param("gravity_m_per_s2", 9.81, "gravity g", range=(0.0, 100.0, True), field="gravity"),
+        Param(
+            "drop_height_m",
+            0.0,
+            "start this high above the rest state (0: on the ground)",
+            range=(0.0, 10.0, True),
+            field="drop_height",
+        ),
+    ),
+    doc="plate, rotor and drive (Wang & Wang 2015, HZR-92)",
+)
+GROUND = Table(
+    "ground",
+    (
+        Param("stiffness_N_per_m1_5", 3.1e6, "ground stiffness K of K δ^1.5", range=POSITIVE, field="K"),
+        Param("damping_N_s_per_m2", 23e3, "ground damping c of c δ δ̇", range=NONNEGATIVE, field="c"),
+        Param("static_friction", 0.6, "static coefficient μ0", range=(0.0, 10.0, True), field="mu_static"),
+        Param("kinetic_friction", 0.45, "kinetic coefficient μ (≤ μ0)", range=(0.0, 10.0, True), field="mu_kinetic"),
+        Param("friction_model", "stick_slip", "dry-friction model", choices=laws.STICK_SLIP_MODELS),
+        Param(
+            "regularisation_velocity_m_per_s",
+            1e-3,
+            "regularisation / zero-slip velocity",
+            range=(0.0, 1.0, False),
+            field="v_reg",
+        ),
+    ),
+    doc="ground contact at the plate's corners",
+)
+TABLES = [
+    MODEL,
+    GROUND,
+    specmod.integrator_table(
+        SCHEMES,
+        "moreau_midpoint",
+        dt_s=1e-5,
+        t_end_s=2.0,
+        extra=(
+            Param(
+                "steady_start_s", 1.0, "start of the steady window [steady_start_s, t_end_s]", range=(0.0, 1e4, True)
+            ),
+        ),
+    ),
+    specmod.outputs_table(OUTPUT_CHANNELS, DEFAULT_OUTPUTS),
+]
 
 
 def validate_spec(spec):
     it = spec["integrator"]
     if it["steady_start_s"] >= it["t_end_s"]:
-        raise SpecError(f"integrator.steady_start_s = {it['steady_start_s']!r} must be below "
-                        f"integrator.t_end_s = {it['t_end_s']!r} (the steady window is [steady_start_s, t_end_s])")
+        raise SpecError(
+            f"integrator.steady_start_s = {it['steady_start_s']!r} must be below "
+            f"integrator.t_end_s = {it['t_end_s']!r} (the steady window is [steady_start_s, t_end_s])"
+        )
 
 
 def check_values(cols):
     a = lambda k: np.asarray(cols[k], float)
     if np.any(a("ground.kinetic_friction") > a("ground.static_friction")):
-        raise SpecError(f"ground.kinetic_friction = {float(np.max(a('ground.kinetic_friction')))!r} must not "
-                        f"exceed ground.static_friction = {float(np.min(a('ground.static_friction')))!r}")
+        raise SpecError(
+            f"ground.kinetic_friction = {float(np.max(a('ground.kinetic_friction')))!r} must not "
+            f"exceed ground.static_friction = {float(np.min(a('ground.static_friction')))!r}"
+        )
     if np.any(np.abs(a("model.com_x_m")) >= a("model.half_length_m")):
-        raise SpecError(f"model.com_x_m = {float(np.max(np.abs(a('model.com_x_m'))))!r} must lie inside the box "
-                        f"(|com_x_m| < half_length_m = {float(np.min(a('model.half_length_m')))!r})")
+        raise SpecError(
+            f"model.com_x_m = {float(np.max(np.abs(a('model.com_x_m'))))!r} must lie inside the box "
+            f"(|com_x_m| < half_length_m = {float(np.min(a('model.half_length_m')))!r})"
+        )
 
 
 def t_end(spec, cols):
@@ -502,9 +590,15 @@ def make_config(spec, t_end) -> Config:
     dt, se = it["dt_s"], it["save_every"]
     n_saves = integrate.steps_and_saves(t_end, dt, se)[1]
     ss = min(int(round(it["steady_start_s"] / dt)), n_saves * se - 1)
-    return Config(dt=dt, n_saves=n_saves, save_every=se, steady_start_step=ss,
-                  friction=spec["ground"]["friction_model"], outputs=tuple(spec["outputs"]["histories"]),
-                  scheme=it["scheme"]).validate()
+    return Config(
+        dt=dt,
+        n_saves=n_saves,
+        save_every=se,
+        steady_start_step=ss,
+        friction=spec["ground"]["friction_model"],
+        outputs=tuple(spec["outputs"]["histories"]),
+        scheme=it["scheme"],
+    ).validate()
 
 
 def params(spec, cfg: Config, flat, dtype, t_end) -> Params:
@@ -516,9 +610,9 @@ def stability_dt(p: Params):
     F_ref = 10 (m g + m2 e ω²) (k = 1.5 K^(2/3) F_ref^(1/3)) carrying the box's pitch mass
     J_ground / a² (J_ground ≈ J1 + m (b + C_y)² about a corner line), and c δ_ref·dt/m < 0.5."""
     m = p.m1 + p.m2
-    f_ref = 10.0 * (m * p.gravity + p.m2 * p.e * p.omega ** 2)
+    f_ref = 10.0 * (m * p.gravity + p.m2 * p.e * p.omega**2)
     k_lin = 1.5 * p.K ** (2.0 / 3.0) * f_ref ** (1.0 / 3.0)
-    m_eff = jnp.minimum(m, (p.J1 + m * (p.b + p.Cy) ** 2) / p.a ** 2)
+    m_eff = jnp.minimum(m, (p.J1 + m * (p.b + p.Cy) ** 2) / p.a**2)
     delta = (f_ref / p.K) ** (2.0 / 3.0)
     return jnp.minimum(0.5 / jnp.sqrt(k_lin / m_eff), 0.5 * m_eff / jnp.maximum(p.c * delta, 1e-300))
 
@@ -527,8 +621,10 @@ def check_params(spec, cfg: Config, p: Params, name):
     bound = np.asarray(stability_dt(p))
     if np.any(cfg.dt > bound):
         i = int(np.argmin(bound))
-        raise SpecError(f"integrator.dt_s = {cfg.dt:g} exceeds the stable step {bound[i]:.3g} s of the ground "
-                        f"contact ({name(i)}); reduce dt_s")
+        raise SpecError(
+            f"integrator.dt_s = {cfg.dt:g} exceeds the stable step {bound[i]:.3g} s of the ground "
+            f"contact ({name(i)}); reduce dt_s"
+        )
 
 
 def joint_names(cfg: Config):
@@ -536,14 +632,23 @@ def joint_names(cfg: Config):
 
 
 def describe(spec, cfg: Config):
-    return {"friction": cfg.friction, "steady_start_s": cfg.steady_start_step * cfg.dt,
-            "rotor_sense": "rotor_speed_rad_per_s > 0: counter-clockwise (x forward, y up)",
-            "start_state": "at rest in static equilibrium with the rotor's weight and centripetal "
-                           "force at rotor_phase_rad (weights only where friction could not hold)"}
+    return {
+        "friction": cfg.friction,
+        "steady_start_s": cfg.steady_start_step * cfg.dt,
+        "rotor_sense": "rotor_speed_rad_per_s > 0: counter-clockwise (x forward, y up)",
+        "start_state": "at rest in static equilibrium with the rotor's weight and centripetal "
+        "force at rotor_phase_rad (weights only where friction could not hold)",
+    }
 
 
-STUDY_METRICS = ("mean_advance_speed_m_per_min", "hop_amplitude_m", "pitch_amplitude_rad", "peak_normal_force_N",
-                 "peak_hinge_force_N", "peak_motor_torque_N_m")
+STUDY_METRICS = (
+    "mean_advance_speed_m_per_min",
+    "hop_amplitude_m",
+    "pitch_amplitude_rad",
+    "peak_normal_force_N",
+    "peak_hinge_force_N",
+    "peak_motor_torque_N_m",
+)
 
 
 def study(spec, cfg: Config, t_end):
@@ -564,8 +669,11 @@ def chunk_metrics(spec, cfg: Config, p, res, n_real, t_end):
     m["stick_slip_transitions"] = m["stick_slip_transitions"].astype(int)
     m["finite"] = m["finite"].astype(bool)
     m.pop("steady_window_s")
-    return {"omega_rad_per_s": np.broadcast_to(np.asarray(p.omega), (len(np.asarray(p.m1)),))[r],
-            "rigid_ground_stick_margin_N": np.asarray(jax.vmap(rigid_ground_stick_margin)(p))[r], **m}
+    return {
+        "omega_rad_per_s": np.broadcast_to(np.asarray(p.omega), (len(np.asarray(p.m1)),))[r],
+        "rigid_ground_stick_margin_N": np.asarray(jax.vmap(rigid_ground_stick_margin)(p))[r],
+        **m,
+    }
 
 
 def plots(outdir, spec, table, summary_, hists, t):
@@ -582,8 +690,20 @@ def plots(outdir, spec, table, summary_, hists, t):
     t = np.asarray(t)
     B = len(table["finite"])
     idx = list(range(min(B, max(1, int(spec["outputs"]["plot_variants"])))))
-    chans = [c for c in ("box_x_m", "box_y_m", "pitch_rad", "normal_force_N", "friction_force_N",
-                         "slip_velocity_m_per_s", "hinge_force_N", "motor_torque_N_m") if c in hists]
+    chans = [
+        c
+        for c in (
+            "box_x_m",
+            "box_y_m",
+            "pitch_rad",
+            "normal_force_N",
+            "friction_force_N",
+            "slip_velocity_m_per_s",
+            "hinge_force_N",
+            "motor_torque_N_m",
+        )
+        if c in hists
+    ]
     if chans:
         axes_cols = [c for c in summary_.get("axes", []) if c in table]
         for i in idx:
@@ -594,8 +714,9 @@ def plots(outdir, spec, table, summary_, hists, t):
                 y = np.asarray(hists[c][i])
                 ax.plot(t, y, lw=0.6)
                 if st is not None and c in ("friction_force_N", "slip_velocity_m_per_s"):
-                    ax.fill_between(t, y.min(), y.max(), where=st > 0, color="tab:green", alpha=0.2,
-                                    lw=0, label="stuck")
+                    ax.fill_between(
+                        t, y.min(), y.max(), where=st > 0, color="tab:green", alpha=0.2, lw=0, label="stuck"
+                    )
                     ax.legend(fontsize=7, loc="upper right")
                 ax.set_ylabel(c.replace("_", " "), fontsize=7)
             lab = ", ".join(f"{c} = {float(table[c][i]):.4g}" for c in axes_cols)

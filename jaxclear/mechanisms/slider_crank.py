@@ -48,49 +48,89 @@ CHANNELS = {
     "slider_acceleration_m_per_s2": ("slider ẍ", lambda q, v, a: a.slider),
     "rod_angular_velocity_rad_per_s": ("rod φ̇₂", lambda q, v, a: v.rod),
 }
-DEFAULT_OUTPUTS = ("crank_angle_rad", "contact_force_N", "journal_x_m", "journal_y_m",
-                   "slider_acceleration_m_per_s2")
+DEFAULT_OUTPUTS = ("crank_angle_rad", "contact_force_N", "journal_x_m", "journal_y_m", "slider_acceleration_m_per_s2")
 Config = crank_linkage.config_type(__name__, JOINTS, DEFAULT_OUTPUTS, CHANNELS)
 Config.__doc__ = """Static configuration: one compiled function per distinct Config.
 
     clearance_joint: one of CLEARANCE_JOINTS; the other fields are those of
     ``_clearance.ClearanceConfig`` (joint choices shared by both joints when there are two).
     """
-Coordinates = state_type("Coordinates", ("crank", "rod", "slider"), optional=("rod_centre",), doc="""Named
+Coordinates = state_type(
+    "Coordinates",
+    ("crank", "rod", "slider"),
+    optional=("rod_centre",),
+    doc="""Named
     coordinates (q, v and a alike): crank θ and rod φ₂ as (cos, sin) pairs in q and rates in v, a;
-    slider x₃ [m]; rod_centre (x_G, y_G) [m] of the free rod (clearance_joint = "both" only).""")
+    slider x₃ [m]; rod_centre (x_G, y_G) [m] of the free rod (clearance_joint = "both" only).""",
+)
 
 
-MODEL = Table("model", (
-    Param("mechanism", "slider_crank", "registered mechanism name"),
-    Param("clearance_joint", "rod_slider", "which joint has clearance", choices=CLEARANCE_JOINTS),
-    Param("crank_length_m", 0.05, "crank length r", range=POSITIVE, guard=_clearance.metres(10.0, "50 mm = 0.05"),
-          field="crank_length"),
-    Param("rod_length_m", 0.12, "connecting-rod length L (> r)", range=POSITIVE,
-          guard=_clearance.metres(10.0, "120 mm = 0.12"), field="rod_length"),
-    Param("rod_mass_kg", 0.21, "rod mass m₂", range=POSITIVE, field="rod_mass"),
-    Param("slider_mass_kg", 0.14, "slider mass m₃", range=POSITIVE, field="slider_mass"),
-    Param("rod_inertia_kg_m2", 2.5e-4, "rod inertia J₂ about its centre of mass", range=POSITIVE,
-          field="rod_inertia"),
-    *_clearance.CRANK_DRIVE,
-), doc="bodies and drive (Flores et al. 2008, Table 1)", retired=(
-    ("crank_mass_kg", _clearance.DRIVEN_CRANK), ("crank_inertia_kg_m2", _clearance.DRIVEN_CRANK),
-    ("slider_inertia_kg_m2", "the slider translates on its guide and never rotates")))
+MODEL = Table(
+    "model",
+    (
+        Param("mechanism", "slider_crank", "registered mechanism name"),
+        Param("clearance_joint", "rod_slider", "which joint has clearance", choices=CLEARANCE_JOINTS),
+        Param(
+            "crank_length_m",
+            0.05,
+            "crank length r",
+            range=POSITIVE,
+            guard=_clearance.metres(10.0, "50 mm = 0.05"),
+            field="crank_length",
+        ),
+        Param(
+            "rod_length_m",
+            0.12,
+            "connecting-rod length L (> r)",
+            range=POSITIVE,
+            guard=_clearance.metres(10.0, "120 mm = 0.12"),
+            field="rod_length",
+        ),
+        Param("rod_mass_kg", 0.21, "rod mass m₂", range=POSITIVE, field="rod_mass"),
+        Param("slider_mass_kg", 0.14, "slider mass m₃", range=POSITIVE, field="slider_mass"),
+        Param(
+            "rod_inertia_kg_m2", 2.5e-4, "rod inertia J₂ about its centre of mass", range=POSITIVE, field="rod_inertia"
+        ),
+        *_clearance.CRANK_DRIVE,
+    ),
+    doc="bodies and drive (Flores et al. 2008, Table 1)",
+    retired=(
+        ("crank_mass_kg", _clearance.DRIVEN_CRANK),
+        ("crank_inertia_kg_m2", _clearance.DRIVEN_CRANK),
+        ("slider_inertia_kg_m2", "the slider translates on its guide and never rotates"),
+    ),
+)
 
-Params = params_type("Params", MODEL, extra=("steady_start", "joint"), doc="""Numeric parameters (SI), batchable leaf by leaf.
+Params = params_type(
+    "Params",
+    MODEL,
+    extra=("steady_start", "joint"),
+    doc="""Numeric parameters (SI), batchable leaf by leaf.
 
     Fields from the declarations of MODEL (lengths [m], masses [kg], inertias about the centre of
     mass [kg·m²], crank_speed ω [rad/s], ramp_time [s] (0: constant speed from t = 0), gravity g
     [m/s²] along −y), then steady_start [s] start of the steady window and joint: clearance-joint
     parameters (for ``"both"`` a JointParams whose leaves have a leading axis of 2:
     [crank_rod, rod_slider]).
-    """)
+    """,
+)
 
 
-def benchmark_params(clearance=0.5e-3, crank_speed_rpm=5000.0, journal_radius=10.0e-3,
-                     restitution=0.9, friction_coefficient=0.01, points=None, ramp_time=0.0,
-                     steady_start=0.0, normal_law="lankarani_nikravesh", youngs_modulus=207e9,
-                     poisson_ratio=0.3, stiffness=None, n_joints=1):
+def benchmark_params(
+    clearance=0.5e-3,
+    crank_speed_rpm=5000.0,
+    journal_radius=10.0e-3,
+    restitution=0.9,
+    friction_coefficient=0.01,
+    points=None,
+    ramp_time=0.0,
+    steady_start=0.0,
+    normal_law="lankarani_nikravesh",
+    youngs_modulus=207e9,
+    poisson_ratio=0.3,
+    stiffness=None,
+    n_joints=1,
+):
     """Params of the Flores et al. (2008) benchmark (the MODEL defaults); every argument may be a
     traced array.
 
@@ -99,13 +139,24 @@ def benchmark_params(clearance=0.5e-3, crank_speed_rpm=5000.0, journal_radius=10
     """
     dt = jnp.result_type(float)
     f = lambda x: jnp.asarray(x, dtype=dt)
-    jp = _clearance.benchmark_joint(clearance, journal_radius, restitution, friction_coefficient, points,
-                                    normal_law, youngs_modulus, poisson_ratio, stiffness, n_joints)
+    jp = _clearance.benchmark_joint(
+        clearance,
+        journal_radius,
+        restitution,
+        friction_coefficient,
+        points,
+        normal_law,
+        youngs_modulus,
+        poisson_ratio,
+        stiffness,
+        n_joints,
+    )
     flat = {**defaults(MODEL), "model.crank_speed_rpm": crank_speed_rpm, "model.ramp_time_s": ramp_time}
     return Params(**declared(MODEL, flat, dt), steady_start=f(steady_start), joint=jp)
 
 
 # ----------------------------------------------------------------------------- kinematics
+
 
 def _gravity(p):
     return jnp.stack([jnp.zeros_like(p.gravity), -p.gravity])
@@ -132,8 +183,9 @@ def _accel_rod_slider(cfg, p, q, v, aux, t):
     jf, mem = joints.evaluate(cfg.joint, p.joint, kin, aux[0])
     with integrate.stage("equations_of_motion"):
         jb = p.rod_inertia + p.rod_mass * l * l
-        tau = (-p.rod_mass * l * jnp.dot(up, ab) - p.rod_mass * p.gravity * l * u[0]
-               + joints.moment(jf.f_slots, jf.p_j, b))
+        tau = (
+            -p.rod_mass * l * jnp.dot(up, ab) - p.rod_mass * p.gravity * l * u[0] + joints.moment(jf.f_slots, jf.p_j, b)
+        )
         a = Coordinates(crank=alpha, rod=tau / jb, slider=-jf.force[0] / p.slider_mass)
     return a, mem[None], (jf,)
 
@@ -173,8 +225,12 @@ def _accel_both(cfg, p, q, v, aux, t):
     jf2, mem2 = joints.evaluate(cfg.joint, jp2, kin2, aux[1])
     with integrate.stage("equations_of_motion"):
         tau = joints.moment(-jf1.f_slots, jf1.p_b, g2) + joints.moment(jf2.f_slots, jf2.p_j, g2)
-        a = Coordinates(crank=alpha, rod=tau / p.rod_inertia, slider=-jf2.force[0] / p.slider_mass,
-                        rod_centre=(-jf1.force + jf2.force) / p.rod_mass + _gravity(p))
+        a = Coordinates(
+            crank=alpha,
+            rod=tau / p.rod_inertia,
+            slider=-jf2.force[0] / p.slider_mass,
+            rod_centre=(-jf1.force + jf2.force) / p.rod_mass + _gravity(p),
+        )
     return a, jnp.stack([mem1, mem2]), (jf1, jf2)
 
 
@@ -198,6 +254,7 @@ _ACCEL = {"rod_slider": _accel_rod_slider, "crank_rod": _accel_crank_rod, "both"
 
 
 # ----------------------------------------------------------------------------- ideal mechanism
+
 
 def ideal(p: Params, t):
     """Ideal (no clearance) slider-crank by closed-form kinematics and inverse dynamics.
@@ -227,9 +284,14 @@ def ideal(p: Params, t):
     x_cross = -(p.rod_inertia * pdd / l + uxf) / 2.0
     rcy = (x_cross + sp * rcx) / cp
     rbx, rby = fx + rcx, fy + rcy
-    return {"theta": theta, "slider_acceleration": xdd, "slider_position": r * ct + L * cp,
-            "rod_angle": jnp.arcsin(sp), "reaction_rod_slider": jnp.hypot(rcx, rcy),
-            "reaction_crank_rod": jnp.hypot(rbx, rby)}
+    return {
+        "theta": theta,
+        "slider_acceleration": xdd,
+        "slider_position": r * ct + L * cp,
+        "rod_angle": jnp.arcsin(sp),
+        "reaction_rod_slider": jnp.hypot(rcx, rcy),
+        "reaction_crank_rod": jnp.hypot(rbx, rby),
+    }
 
 
 def ideal_peaks(p: Params, t_end, steady_start, n_samples: int = 20001):
@@ -245,14 +307,17 @@ def ideal_peaks(p: Params, t_end, steady_start, n_samples: int = 20001):
 
 # profile.window_points = W > 0: contact.detect_window on the W points around the pin direction
 # (same results as the full pass unless window_overflow_steps > 0); 0 = off.
-PROFILE = _clearance.extend_profile(Param(
-    "window_points", 0, "windowed detection on W points around the pin direction (0: off)", range=(0, 4096)))
+PROFILE = _clearance.extend_profile(
+    Param("window_points", 0, "windowed detection on W points around the pin direction (0: off)", range=(0, 4096))
+)
 
 
 def _check_geometry(cols):
     r, L = np.asarray(cols["model.crank_length_m"], float), np.asarray(cols["model.rod_length_m"], float)
     if np.any(L <= r):
-        raise SpecError(f"model.rod_length_m = {float(np.min(L))!r} must exceed model.crank_length_m = {float(np.max(r))!r}")
+        raise SpecError(
+            f"model.rod_length_m = {float(np.min(L))!r} must exceed model.crank_length_m = {float(np.max(r))!r}"
+        )
 
 
 def _steady_start(spec, p, t_end):
@@ -266,12 +331,28 @@ def _effective_mass(p, clearance_joint):
 
 
 MECHANISM = crank_linkage.CrankLinkage(
-    name="slider_crank", model=MODEL, joints=JOINTS, config=Config, params_cls=Params, accel=_ACCEL,
-    initial_state=initial_state, channels=CHANNELS, default_outputs=DEFAULT_OUTPUTS,
-    acc_key="slider_acceleration", acc_unit="_m_per_s2", acc_of=lambda a: a.slider, ideal_peaks=ideal_peaks,
+    name="slider_crank",
+    model=MODEL,
+    joints=JOINTS,
+    config=Config,
+    params_cls=Params,
+    accel=_ACCEL,
+    initial_state=initial_state,
+    channels=CHANNELS,
+    default_outputs=DEFAULT_OUTPUTS,
+    acc_key="slider_acceleration",
+    acc_unit="_m_per_s2",
+    acc_of=lambda a: a.slider,
+    ideal_peaks=ideal_peaks,
     samples=(1024, 2048),  # ≥ 1024 per revolution: peak sampling error < 1e-5
-    steady_start=_steady_start, effective_mass=_effective_mass, check_geometry=_check_geometry,
-    steady_doc="of each variant, t >= t_end - steady_revolutions*60/crank_speed_rpm", profile=PROFILE,
-    float32_scale=lambda cols: np.max(np.asarray(cols["model.crank_length_m"]) + np.asarray(cols["model.rod_length_m"])))
+    steady_start=_steady_start,
+    effective_mass=_effective_mass,
+    check_geometry=_check_geometry,
+    steady_doc="of each variant, t >= t_end - steady_revolutions*60/crank_speed_rpm",
+    profile=PROFILE,
+    float32_scale=lambda cols: np.max(
+        np.asarray(cols["model.crank_length_m"]) + np.asarray(cols["model.rod_length_m"])
+    ),
+)
 simulate, stability_dt, STUDY_METRICS = MECHANISM.simulate, MECHANISM.stability_dt, MECHANISM.STUDY_METRICS
 Result = crank_linkage.Result
