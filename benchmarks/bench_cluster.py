@@ -80,7 +80,7 @@ def main(argv=None):
             engines.append(("Dask LocalCluster", n, client))
         best = {}
         for r in range(args.rounds + 1):  # round 0 compiles and warms every worker up, not timed
-            for name, n, client in engines:
+            for _name, n, client in engines:
                 wall, s = _run(spec, d / f"e{n}", cache, client)
                 if r > 0 and (n not in best or wall < best[n][0]):
                     best[n] = (wall, s)

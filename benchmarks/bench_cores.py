@@ -87,9 +87,9 @@ def run_numba_prange(B, steps, repeats, threads):
     """The natural Numba kernel of bench_slider_crank (same constants and law), parallel over
     variants with prange on ``threads`` threads; returns (variant-steps/s, peak forces)."""
     sys.path.insert(0, str(HERE))
-    import numpy as np
-    import numba
     import bench_slider_crank as b
+    import numba
+    import numpy as np
 
     kernel = b.numba_angles_prange
     numba.set_num_threads(threads)

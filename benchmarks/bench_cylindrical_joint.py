@@ -42,13 +42,13 @@ import platform
 import sys
 import time
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 import jaxclear  # noqa: F401  (float64)
-import jax
-import jax.numpy as jnp
-
-from jaxclear import cylindrical_joint as cj, rigid3d as r3
+from jaxclear import cylindrical_joint as cj
+from jaxclear import rigid3d as r3
 
 try:
     import numba

@@ -61,18 +61,18 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
-import jaxclear  # noqa: F401  (float64)
 import jax
 import jax.numpy as jnp
-
-from jaxclear import fpm, integrate, joints, laws
-from jaxclear.mechanisms import _clearance
+import numpy as np
 
 # shared with bench_slider_crank (this folder is on sys.path when run as a script): the pair
 # rotation of integrate.rotate_pair in plain Python, and the optimised-HLO readers
-from bench_slider_crank import _TRIVIAL, _hlo_computations as _computations, _rotate_np  # noqa: E402
+from bench_slider_crank import _TRIVIAL, _rotate_np  # noqa: E402
+from bench_slider_crank import _hlo_computations as _computations
+
+import jaxclear  # noqa: F401  (float64)
+from jaxclear import fpm, integrate, joints, laws
+from jaxclear.mechanisms import _clearance
 
 try:
     import numba

@@ -17,7 +17,9 @@ from dataclasses import replace
 import jax
 import jax.numpy as jnp
 
-from jaxclear import sensitivity as S, spec as specmod, sweep
+from jaxclear import sensitivity as S
+from jaxclear import spec as specmod
+from jaxclear import sweep
 
 KEYS = ["joint.clearance_m", "laws.restitution", "laws.friction_coefficient", "model.rod_mass_kg"]
 

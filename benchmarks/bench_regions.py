@@ -28,11 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import bench_slider_crank as bsc  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-import bench_slider_crank as bsc  # noqa: E402
 from jaxclear import contact, joints, laws  # noqa: E402
 
 

@@ -41,12 +41,11 @@ import re
 import sys
 import time
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 import jaxclear  # noqa: F401  (enables float64)
-import jax
-import jax.numpy as jnp
-
 from jaxclear import joints, laws, profiles
 from jaxclear.mechanisms import slider_crank as sc
 
@@ -245,7 +244,7 @@ if numba is not None:
         mem, prev = 0.0, False
         aphi, ax, f, _m, _p = _nb_accel(1.0, 0.0, 1.0, 0.0, x3, w, w2, v3, mem, prev, clr, k, chi, mu)
         pf, pa = 0.0, 0.0
-        for i in range(n_steps):
+        for _i in range(n_steps):
             w2h = w2 + 0.5 * h * aphi
             v3h = v3 + 0.5 * h * ax
             th += h * w
@@ -280,7 +279,7 @@ if numba is not None:
             mem, prev = 0.0, False
             aphi, ax, f, _m, _p = _nb_accel(ct, st, cp, sp, x3, w, w2, v3, mem, prev, clr[j], k[j], chi[j], mu[j])
             pf, pa = 0.0, 0.0
-            for i in range(n_steps):
+            for _i in range(n_steps):
                 w2h = w2 + 0.5 * h * aphi
                 v3h = v3 + 0.5 * h * ax
                 ct, st = _nb_rot(ct, st, h * w)
@@ -590,7 +589,7 @@ def extra_costs(b, steps, repeats, base_rate, windows=(32, 16)):
             r[5] = min(r[5], time.perf_counter() - t0)
     base_t = runs[0][5]
     out = dict(B=b, steps=steps, circle_f64=b * steps / base_t, cases=[])
-    for name, cfg, comp, p, tc, t in runs:
+    for name, cfg, _comp, _p, tc, t in runs:
         ratio = t / base_t
         row = dict(case=name, rate=b * steps / t, cost_over_circle=ratio, compile_s=tc)
         extra = ""

@@ -28,7 +28,8 @@ def worker(sizes, steps, repeats):
     import jax
     import numpy as np
 
-    from jaxclear import sweep, spec as specmod
+    from jaxclear import spec as specmod
+    from jaxclear import sweep
 
     rows = []
     for cs in sizes:

@@ -32,7 +32,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxclear import spec as specmod, sweep, wear_evolution as W
+from jaxclear import spec as specmod
+from jaxclear import sweep
+from jaxclear import wear_evolution as W
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = ROOT / "sweeps" / "wear_evolution.toml"

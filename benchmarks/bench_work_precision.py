@@ -43,11 +43,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_slider_crank as bsc  # noqa: E402  (constants, derived(): the independent model)
-
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from jaxclear.mechanisms import four_bar as fb, slider_crank as sc  # noqa: E402
+from jaxclear.mechanisms import four_bar as fb  # noqa: E402
+from jaxclear.mechanisms import slider_crank as sc
 
 SCHEMES = ("verlet_predicted", "leapfrog")
 DTS = (4e-6, 2e-6, 1e-6, 5e-7, 2.5e-7, 1.25e-7)

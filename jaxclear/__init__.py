@@ -17,10 +17,9 @@ jax.config.update("jax_enable_x64", True)
 
 __version__ = "0.1.0"
 
-from . import contact, drivers, integrate, joints, laws, metrics, multibody, profiles  # noqa: E402
+from . import contact, drivers, integrate, joints, laws, metrics, multibody, profiles, spec, sweep  # noqa: E402  # noqa: E402
 from .contact import ContactRegions, detect  # noqa: E402
 from .mechanisms import slider_crank  # noqa: E402
-from . import spec, sweep  # noqa: E402
 
 __all__ = [
     "contact",

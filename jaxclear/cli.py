@@ -72,7 +72,8 @@ def _secs(s):
 
 def cmd_plan(args):
     """What a sweep will do and cost, without running it (``sweep.estimate``)."""
-    from . import spec as specmod, sweep
+    from . import spec as specmod
+    from . import sweep
 
     path = Path(args.spec) if args.spec else DEFAULT_SPEC
     try:
@@ -183,7 +184,8 @@ def cmd_run(args):
     if err:
         print(f"jaxclear: error: {err}", file=sys.stderr)
         return 2
-    from . import parallel, spec as specmod, sweep
+    from . import parallel, sweep
+    from . import spec as specmod
 
     lead = parallel.process_index() == 0
     args.quiet = args.quiet or not lead
@@ -250,6 +252,7 @@ def cmd_run(args):
 def cmd_show(args):
     """Summary of a run directory from its store (finished or not); regenerates DIR/plots."""
     import numpy as np
+
     from . import sweep
 
     try:
@@ -316,6 +319,7 @@ def cmd_export(args):
 def cmd_serve(args):
     """The sweep service (``jaxclear.service.serve``): HTTP API + HTML page + worker processes."""
     import os
+
     from . import service
 
     token = args.token or os.environ.get("JAXCLEAR_TOKEN") or None
@@ -360,6 +364,7 @@ def cmd_serve(args):
 
 def _client(args):
     import os
+
     from .client import Client
 
     return Client(args.server, token=args.token or os.environ.get("JAXCLEAR_TOKEN") or None)
@@ -490,7 +495,8 @@ def cmd_wear(args):
     """Evolve the bushings' wear over cycles (``jaxclear.wear_evolution``)."""
     import numpy as np
 
-    from . import spec as specmod, wear_evolution
+    from . import spec as specmod
+    from . import wear_evolution
 
     try:
         spec = wear_evolution.load_spec(Path(args.spec), args.set or ())

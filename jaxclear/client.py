@@ -104,7 +104,7 @@ class Client:
         raw, _ = self._request(method, path, body, content_type)
         return json.loads(raw)
 
-    def submit(self, spec, set=()) -> "Job":
+    def submit(self, spec, set=()) -> Job:
         """Submit a spec: a path to a TOML file, TOML text, or a dict of tables; ``set``: overrides
         ``["key=value", ...]`` as in ``jaxclear run --set``.  Returns the queued Job (ServiceError
         422 naming the key for a bad spec)."""
@@ -118,7 +118,7 @@ class Client:
         rec = self._json("POST", "/api/jobs", json.dumps(body).encode(), "application/json")
         return Job(self, rec["id"], rec)
 
-    def job(self, job_id) -> "Job":
+    def job(self, job_id) -> Job:
         return Job(self, job_id)
 
     def jobs(self, status=None):

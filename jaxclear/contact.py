@@ -165,7 +165,6 @@ def detect(points, pin_center, pin_radius, max_regions: int, refine: bool = Fals
     O(N⁻²) to O(N⁻⁴).
     """
     p, c, R = _checked_inputs(points, pin_center, pin_radius, max_regions)
-    dt = p.dtype
     n = p.shape[0]
     K = max_regions
 
@@ -691,7 +690,7 @@ class RegionBound:
     worst: int
     count: int
 
-    def merge(self, other: "RegionBound", offset: int = 0) -> "RegionBound":
+    def merge(self, other: RegionBound, offset: int = 0) -> RegionBound:
         """This bound and ``other`` (profiles numbered from ``offset``) together."""
         w_other = other.rho_ratio < self.rho_ratio
         return RegionBound(

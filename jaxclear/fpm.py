@@ -477,7 +477,10 @@ class LinkageError(ValueError):
     """A described linkage that cannot be assembled (names the entry and the problem)."""
 
 
-def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointConfig(), need_driver=True) -> Layout:
+_DEFAULT_JOINT = joints.JointConfig()
+
+
+def assemble(links, joints_, drivers_=(), bodies=(), joint_config=_DEFAULT_JOINT, need_driver=True) -> Layout:
     """The static layout of a linkage described by names (plain Python, no JAX):
 
     links: {name: (point_a, point_b, n_elements)}; bodies: {name: point} (a lumped particle,
@@ -499,7 +502,7 @@ def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointCo
         rot_of[key] = len(particles)
         particles.append(key)
 
-    for name, (pa, pb, n) in links.items():
+    for name, (_pa, _pb, n) in links.items():
         for k in range(n + 1):
             new_particle((name, k))
     for name in bodies:
@@ -600,7 +603,7 @@ def assemble(links, joints_, drivers_=(), bodies=(), joint_config=joints.JointCo
     if len(set(driven)) != len(driven):
         raise LinkageError("two drivers drive the same particle")
     elements, per_link = [], []
-    for name, (pa, pb, n) in links.items():
+    for name, (_pa, _pb, n) in links.items():
         idx = []
         for k in range(n):
             a, b = (name, k), (name, k + 1)
@@ -762,7 +765,7 @@ def rigid_velocities(layout: Layout, ideal: Layout, p: Params, omega):
     where = {}  # ideal node -> [(member, particle index)]
     rot_member = {}
     for m, parts in enumerate(members):
-        for k, (node, rot) in enumerate(parts):
+        for k, (_node, rot) in enumerate(parts):
             where.setdefault(node_of(ideal, rot), []).append((m, k))
             rot_member[rot] = m
     zero = jnp.zeros((), x0.dtype)
@@ -793,7 +796,7 @@ def rigid_velocities(layout: Layout, ideal: Layout, p: Params, omega):
     v_nodes = jnp.zeros((topo.n_nodes, 2), x0.dtype)
     w = jnp.zeros(topo.n_rotations, x0.dtype)
     for m, parts in enumerate(members):
-        for k, (node, rot) in enumerate(parts):
+        for k, (_node, rot) in enumerate(parts):
             v_nodes = v_nodes.at[node].set(jnp.stack([vel_row(m, k, 0) @ u, vel_row(m, k, 1) @ u]))
             w = w.at[rot].set(u[3 * m + 2])
     return Coordinates(nodes=v_nodes, rotations=w)

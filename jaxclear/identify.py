@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import time
 from pathlib import Path
 
@@ -58,7 +57,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from . import spec as specmod, study as study_, sweep
+from . import spec as specmod
+from . import study as study_
+from . import sweep
 
 LOSSES = ("history", "integral", "features", "both")
 OPTIMIZERS = ("adam", "lbfgs", "lm")

@@ -25,8 +25,9 @@ Nothing here jits; the caller does.  No Python branching on traced values.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Union
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -59,7 +60,7 @@ __all__ = [
     "potential_energy",
 ]
 
-Value = Union[float, tuple, str, Callable[[dict], Any]]
+Value = float | tuple | str | Callable[[dict], Any]
 
 #: default Baumgarte gains [1/s]; α = β gives a critically damped constraint error
 #: ë + 2αė + α²e = 0 with time constant 1/α = 0.1 s.  Choose α ≈ 1/(a few time scales of the
@@ -113,7 +114,7 @@ class Driver:
     n_eq = 1
 
 
-Joint = Union[Revolute, Translational, Driver]
+Joint = Revolute | Translational | Driver
 
 
 def revolute(i: int, s_i: Value, j: int, s_j: Value) -> Revolute:

@@ -8,8 +8,8 @@ import matplotlib
 
 if "ipykernel" not in __import__("sys").modules:
     matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.colors  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -141,8 +141,8 @@ def bore_boundaries(spec, table, idx, axis_paths=()):
     import jax
     import jax.numpy as jnp
 
-    from .mechanisms import _clearance
     from . import spec as specmod
+    from .mechanisms import _clearance
 
     base = {f"{s}.{k}": v for s in ("joint", "profile", "laws") for k, v in spec[s].items()}
     swept = {

@@ -10,7 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from . import schema, spec as specmod
+from . import schema
+from . import spec as specmod
 
 START, END = "<!-- spec-reference:start -->", "<!-- spec-reference:end -->"
 _NAMED = {"slider_crank": {"clearance_joint": "both"}, "four_bar": {"clearance_joint": "coupler_ends"}}

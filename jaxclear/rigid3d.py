@@ -32,7 +32,7 @@ dependent gyroscopic term included).  Measured order 2.0 on a torque-free asymme
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax.numpy as jnp
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import difflib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 POSITIVE = (0.0, math.inf, False)
 NONNEGATIVE = (0.0, math.inf, True)

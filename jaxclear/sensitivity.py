@@ -40,16 +40,16 @@ being informative; sensitivity specs simulate through the first impacts (a few m
 from __future__ import annotations
 
 import json
-import math
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import metrics, spec as specmod, study as study_, sweep
+from . import metrics, sweep
+from . import spec as specmod
+from . import study as study_
 from .mechanisms import _clearance
 
 MODES = ("auto", "forward", "reverse")

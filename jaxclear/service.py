@@ -24,13 +24,11 @@ only from the job's own ``out/`` folder; every bad request is a 4xx whose ``deta
 problem.
 """
 
-import contextlib
 import hmac
 import html
 import io
 import ipaddress
 import json
-import math
 import os
 import re
 import secrets
@@ -187,7 +185,8 @@ def worker_main(data, index=0, cache_dir=None, parent=None, poll_s=0.2, cluster=
     or file) the job's chunks run as tasks on that cluster (``jaxclear.cluster``); this process
     is then their client."""
     data = Path(data)
-    from . import parallel, spec as specmod, sweep
+    from . import parallel, sweep
+    from . import spec as specmod
 
     cache = parallel.enable_compile_cache(cache_dir or (data / "xla-cache"))
     con = connect(data)
@@ -426,7 +425,8 @@ def validate_submission(raw: dict, limits: Limits):
     """Load and check a submitted spec as ``jaxclear run`` would (every variant), plus the service's
     own rules.  Returns (clean raw spec with overrides applied, plan, warnings); BadRequest 422
     naming the key otherwise."""
-    from . import spec as specmod, sweep
+    from . import spec as specmod
+    from . import sweep
 
     overrides = raw.pop("_set", [])
     for k in raw:

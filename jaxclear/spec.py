@@ -38,7 +38,8 @@ from pathlib import Path
 import numpy as np
 
 from . import schema as sch_
-from .schema import Param, Table, did_you_mean as _did_you_mean
+from .schema import Param, Table
+from .schema import did_you_mean as _did_you_mean
 
 DEFAULT_MECHANISM = "slider_crank"
 # Tables of an identification spec (``jaxclear identify``): present only when given.

@@ -226,7 +226,7 @@ def _require(g, name, shape, dtype, chunks, fill, dims, attributes):
 
 def _fill(dtype):
     dtype = np.dtype(dtype)
-    return False if dtype == bool else (np.nan if dtype.kind in "fc" else 0)
+    return False if dtype.kind == "b" else (np.nan if dtype.kind in "fc" else 0)
 
 
 def expand_channels(hists, joints):

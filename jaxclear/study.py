@@ -15,12 +15,13 @@ function ``sensitivity`` differentiates; ``signal_function`` the saved channel `
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from typing import Callable
 
 import jax.numpy as jnp
 
-from . import spec as specmod, sweep
+from . import spec as specmod
+from . import sweep
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import __version__, integrate, mechanisms, metrics, parallel, spec as specmod, store
+from . import __version__, integrate, mechanisms, metrics, parallel, store
+from . import spec as specmod
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import __version__, metrics, parallel, spec as specmod, store, sweep, wear
+from . import __version__, metrics, parallel, store, sweep, wear
+from . import spec as specmod
 from .spec import SpecError
 
 NAME = "wear.zarr"

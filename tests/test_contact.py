@@ -1,12 +1,11 @@
 """contact.detect against an independent brute force, analytic limits, transforms and gradients."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxclear  # noqa: F401  (enables float64)
-import jax
-import jax.numpy as jnp
-
 from jaxclear import contact, laws, profiles
 
 RB = 0.01  # nominal bearing radius (m)
@@ -142,7 +141,7 @@ def test_detect_matches_brute_force_random_profiles():
                 seen["wrap"] += bool(mask[0] and mask[-1] and not mask.all())
                 seen["multi"] += len(regions) >= 2
                 seen["overflow"] += len(regions) > K
-    for k, v in seen.items():
+    for _k, v in seen.items():
         assert v >= 5, seen  # every situation was actually exercised
 
 

@@ -6,12 +6,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_contact import brute_force
+from test_contact_window import _bench_params, _random_cases
 
 import jaxclear  # noqa: F401  (float64)
 from jaxclear import contact, joints, profiles
 from jaxclear.mechanisms import slider_crank as sc
-from test_contact import brute_force
-from test_contact_window import _bench_params, _random_cases
 
 RJ = 0.010
 _deep = jax.jit(jax.vmap(contact.detect_deepest, in_axes=(0, 0, None, None)), static_argnums=3)

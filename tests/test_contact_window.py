@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 import jaxclear  # noqa: F401  (float64)
-from jaxclear import contact, joints, profiles
+from jaxclear import contact, joints, profiles, sweep
 from jaxclear import spec as specmod
-from jaxclear import sweep
 from jaxclear.mechanisms import slider_crank as sc
 
 RJ = 0.010

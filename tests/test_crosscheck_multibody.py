@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxclear  # noqa: F401
-from jaxclear import joints, multibody as mb
+from jaxclear import joints
+from jaxclear import multibody as mb
 from jaxclear.mechanisms import slider_crank as sc
 
 R, L = 0.05, 0.12

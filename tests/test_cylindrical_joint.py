@@ -7,7 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxclear import cylindrical_joint as cj, integrate, joints, metrics, rigid3d as r3
+from jaxclear import cylindrical_joint as cj
+from jaxclear import integrate, joints, metrics
+from jaxclear import rigid3d as r3
 from jaxclear._math import cross2
 
 jax.config.update("jax_enable_x64", True)

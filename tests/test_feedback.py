@@ -64,8 +64,9 @@ def _cli(*args, timeout=600):
 def test_version_and_every_subcommand_help_has_an_example_and_documented_options():
     r = _cli("--version")
     assert r.returncode == 0 and r.stdout.strip() == f"jaxclear {jaxclear.__version__}"
-    from jaxclear import cli
     import argparse
+
+    from jaxclear import cli
 
     ap_calls = {}
     orig = argparse.ArgumentParser.parse_args

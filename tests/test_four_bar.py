@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 import jaxclear  # noqa: F401  (float64)
-from jaxclear import joints, spec as specmod, store, sweep
-from jaxclear.mechanisms import _clearance, four_bar as fb
+from jaxclear import joints, store, sweep
+from jaxclear import spec as specmod
+from jaxclear.mechanisms import _clearance
+from jaxclear.mechanisms import four_bar as fb
 
 
 def test_ideal_loop_closes_and_rates_are_derivatives():

@@ -7,7 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxclear import cli, identify as I, spec as specmod
+from jaxclear import cli
+from jaxclear import identify as I
+from jaxclear import spec as specmod
 
 TRUE_C = 0.25e-3
 

@@ -252,7 +252,8 @@ def test_spec_sweep_runs_and_poincare_columns(tmp_path):
 
 
 def test_spec_bad_inputs_name_the_field():
-    from jaxclear import spec as specmod, sweep
+    from jaxclear import spec as specmod
+    from jaxclear import sweep
 
     with pytest.raises(specmod.SpecError, match="friction.kinetic_coefficient"):
         specmod.load({**_spec(), "friction": {"static_coefficient": 0.1, "kinetic_coefficient": 0.2}})

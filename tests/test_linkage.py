@@ -8,7 +8,8 @@ import jax
 import numpy as np
 import pytest
 
-from jaxclear import spec as specmod, sweep
+from jaxclear import spec as specmod
+from jaxclear import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SC = tomllib.loads((ROOT / "sweeps" / "linkage_slider_crank_flexible.toml").read_text())

@@ -8,7 +8,8 @@ import jax
 import numpy as np
 import pytest
 
-from jaxclear import contact, profiles, spec as specmod, sweep
+from jaxclear import contact, profiles, sweep
+from jaxclear import spec as specmod
 from jaxclear.spec import SpecError
 
 R = 10e-3

@@ -5,13 +5,12 @@ linear ODE, energy conservation of a double pendulum, Newton on the slider for t
 power balance of the driver torque, jit/vmap consistency, point forces by virtual work.
 """
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxclear  # noqa: F401  (enables float64)
-import jax
-import jax.numpy as jnp
-
 from jaxclear import multibody as mb
 
 # ----------------------------------------------------------------------------- slider-crank

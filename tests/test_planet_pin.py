@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from jaxclear import cli, spec as specmod, sweep
+from jaxclear import cli, sweep
+from jaxclear import spec as specmod
 from jaxclear.mechanisms import planet_pin as pp
 
 
@@ -60,6 +61,7 @@ def test_spec_errors_name_the_field():
 def _first_impacts(model=None, laws=None, t_end=3e-3, outputs=(), integrator=None):
     """(Result, params, cfg) of one variant run by simulate (no sweep layer)."""
     import dataclasses
+
     import jax
 
     sp = specmod.load(
@@ -100,6 +102,7 @@ def test_static_exponent_when_fixed_and_the_traced_path_otherwise():
     path to rounding; swept, or a key of a sensitivity or an identification (the spec's
     ``_traced``), it stays a traced value."""
     import dataclasses
+
     import jax
 
     r, p, cfg = _first_impacts(t_end=1.5e-3, outputs=("contact_force_N",))
@@ -123,7 +126,9 @@ def test_exponent_derivative_through_the_static_path():
     """d(smooth peak)/dn through the static exponent equals the pow path's (forward mode); the
     sensitivity command, which marks its keys traced, differentiates n."""
     import dataclasses
+
     import jax
+
     from jaxclear import metrics, sensitivity
 
     _, p, cfg = _first_impacts(t_end=1.5e-3)
@@ -148,7 +153,9 @@ def test_clamped_carrier_is_todays_model_bit_for_bit():
     given (the rotating-carrier path at Ω = 0) equals it to rounding."""
     import jax
     import jax.numpy as jnp
-    from jaxclear import cylindrical_joint as cj, integrate, rigid3d
+
+    from jaxclear import cylindrical_joint as cj
+    from jaxclear import integrate, rigid3d
 
     model = {"misalignment_y_deg": 0.05, "initial_tilt_deg": 0.01}
     t_end = 1.5e-3

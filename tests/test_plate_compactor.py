@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import jaxclear  # noqa: F401  (float64)
-from jaxclear.mechanisms import plate_compactor as pc
 from jaxclear._math import cross2, perp
+from jaxclear.mechanisms import plate_compactor as pc
 
 FIELDS = pc.Params._fields
 
@@ -184,7 +184,8 @@ def test_acceleration_level_lcp_reproduces_case2_stick_and_slip_phases():
 # ------------------------------------------------------------------------------------------
 @pytest.mark.slow
 def test_hard_ground_spec_columns_and_source_result(tmp_path):
-    from jaxclear import spec as specmod, sweep
+    from jaxclear import spec as specmod
+    from jaxclear import sweep
 
     sp = specmod.load(
         "sweeps/plate_compactor_hard_ground.toml", overrides=["integrator.t_end_s=0.6", "integrator.steady_start_s=0.3"]
@@ -208,7 +209,8 @@ def test_hard_ground_spec_columns_and_source_result(tmp_path):
 
 
 def test_spec_bad_inputs_name_the_field():
-    from jaxclear import spec as specmod, sweep
+    from jaxclear import spec as specmod
+    from jaxclear import sweep
 
     base = {"sweep": {"name": "pc"}, "model": {"mechanism": "plate_compactor"}}
     with pytest.raises(specmod.SpecError, match="ground.kinetic_friction"):

@@ -1,12 +1,11 @@
 """Bushing profiles: analytic identities, smoothness, measured round trip, validation."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import jaxclear  # noqa: F401  (enables float64)
-import jax
-import jax.numpy as jnp
-
 from jaxclear import profiles
 
 RB = 0.01

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxclear import reference, schema, spec as specmod
+from jaxclear import reference, schema
+from jaxclear import spec as specmod
 
 ROOT = Path(__file__).resolve().parents[1]
 

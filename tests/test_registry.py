@@ -12,7 +12,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxclear import integrate, mechanisms, spec as specmod, store, sweep
+from jaxclear import integrate, mechanisms, store, sweep
+from jaxclear import spec as specmod
 from jaxclear.schema import POSITIVE, Param, Table
 
 # ---------------------------------------------------------------- a 1-DOF oscillator, protocol-complete

@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from jaxclear import spec as specmod, sweep
+from jaxclear import spec as specmod
+from jaxclear import sweep
 
 
 def _spec():
@@ -112,6 +113,7 @@ def _run_rotor(cfg, p, step, s0):
     """(x, quat, v, w, (normal forces, offsets A, offsets B) every 10 steps) over 400 steps."""
     import jax
     import jax.numpy as jnp
+
     from jaxclear import integrate
 
     def run():
@@ -126,7 +128,9 @@ def test_clamped_frame_is_todays_model_bit_for_bit():
     """Without the base keys the step is the clamped-frame model (today's loads written out) bit
     for bit."""
     import jax.numpy as jnp
-    from jaxclear import cylindrical_joint as cj, rigid3d
+
+    from jaxclear import cylindrical_joint as cj
+    from jaxclear import rigid3d
     from jaxclear.mechanisms import rotor_two_bearings as rt
 
     t_end = 2e-3

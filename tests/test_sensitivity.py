@@ -11,7 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxclear import cli, metrics, sensitivity as S, spec as specmod, sweep
+from jaxclear import cli, metrics, sweep
+from jaxclear import sensitivity as S
+from jaxclear import spec as specmod
 
 SPEC = "sweeps/sensitivity_slider_crank.toml"
 # Circle (analytic contact) and 2 ms: through the first impacts, cheap to compile.

@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxclear.client import Client, JobFailed, ServiceError, parse_csv
+from jaxclear.client import Client, ServiceError, parse_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "test-token-3f9a2c"

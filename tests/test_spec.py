@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxclear import cli, spec as specmod, sweep
+from jaxclear import cli, sweep
+from jaxclear import spec as specmod
 
 ROOT = Path(__file__).resolve().parents[1]
 

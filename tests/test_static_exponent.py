@@ -9,8 +9,10 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxclear  # noqa: F401  (float64)
-from jaxclear import joints, spec as specmod, sweep
-from jaxclear.mechanisms import slider_crank as sc, static_law_exponent
+from jaxclear import joints, sweep
+from jaxclear import spec as specmod
+from jaxclear.mechanisms import slider_crank as sc
+from jaxclear.mechanisms import static_law_exponent
 
 
 def test_static_only_when_one_untraced_value():

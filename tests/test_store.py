@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from killing import kill_after_first_chunk
 
-from jaxclear import spec as specmod, store, sweep
+from jaxclear import spec as specmod
+from jaxclear import store, sweep
 
 TINY = {
     "sweep": {"name": "tiny"},

@@ -7,7 +7,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jaxclear import identify as I, sensitivity as S, spec as specmod, study, sweep
+from jaxclear import identify as I
+from jaxclear import sensitivity as S
+from jaxclear import spec as specmod
+from jaxclear import study, sweep
 
 BOTH = {
     "sweep": {"name": "both"},

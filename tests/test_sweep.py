@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jaxclear import spec as specmod, sweep
+from jaxclear import spec as specmod
+from jaxclear import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -118,7 +118,8 @@ def test_a_sweep_reports_the_wear_rates_and_they_scale_with_the_coefficient():
     # [wear] in a spec: the steady window's wear per crank cycle in metrics.csv; Archard's law is
     # linear in k_w (the dynamics do not see the wear within a run), so doubling it doubles the
     # worn volume and the deepest wear exactly, at the same angle.
-    from jaxclear import spec as specmod, sweep
+    from jaxclear import spec as specmod
+    from jaxclear import sweep
 
     raw = {
         "profile": {"method": "points", "n_points": 72},

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 from killing import kill_after_first_chunk
 
-from jaxclear import cli, spec as specmod, sweep, wear, wear_evolution as W
+from jaxclear import cli, sweep, wear
+from jaxclear import spec as specmod
+from jaxclear import wear_evolution as W
 
 # The benchmark slider-crank at 5000 rpm, c = 0.1 mm, a 36-point bushing; runs of 3 ms (a quarter
 # of a crank cycle after the start at speed), the last 0.1 cycle the wear window.

@@ -19,8 +19,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import contact, integrate, joints, laws, profiles
-from ..schema import NONNEGATIVE, POSITIVE, Param, Table
 from .. import spec as specmod
+from ..schema import NONNEGATIVE, POSITIVE, Param, Table
 from ..spec import SpecError
 from . import static_law_exponent
 

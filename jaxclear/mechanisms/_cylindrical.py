@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import cylindrical_joint as cj, integrate, spec as specmod
+from .. import cylindrical_joint as cj
+from .. import integrate
+from .. import spec as specmod
 from ..schema import Param
 from ..spec import SpecError
 from . import static_law_exponent

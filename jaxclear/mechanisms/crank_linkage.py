@@ -19,8 +19,9 @@ import functools
 import importlib
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp

@@ -609,8 +609,9 @@ def plots(outdir, spec, table, summary, hists, t):
     section (x, ẋ at t = nT) of the least periodic variant."""
     from pathlib import Path
 
-    from .. import plots as _p  # noqa: F401  (Agg backend)
     import matplotlib.pyplot as plt
+
+    from .. import plots as _p  # noqa: F401  (Agg backend)
 
     if "displacement_m" not in hists:
         return []

@@ -58,11 +58,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import cylindrical_joint as cj, integrate, laws, metrics, rigid3d, spec as specmod
+from .. import cylindrical_joint as cj
+from .. import integrate, laws, metrics, rigid3d
+from .. import spec as specmod
 from ..schema import NONNEGATIVE, POSITIVE, Param, Table
 from ..spec import SpecError
-from . import declared, params_type
-from . import _cylindrical
+from . import _cylindrical, declared, params_type
 from ._cylindrical import IMPACT_VELOCITY
 
 DEG = math.pi / 180.0
@@ -790,8 +791,9 @@ def plots(outdir, spec, table, summary, hists, t):
     penetration over the first impact of variant 0 (re-simulated step by step)."""
     from pathlib import Path
 
-    from .. import plots as _p
     import matplotlib.pyplot as plt
+
+    from .. import plots as _p
 
     pdir = Path(outdir) / "plots"
     pdir.mkdir(exist_ok=True)

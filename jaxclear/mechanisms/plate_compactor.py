@@ -42,8 +42,8 @@ import jax
 import jax.numpy as jnp
 
 from .. import integrate, laws
-from . import float_params
 from .._math import cross2, perp, safe_pow
+from . import float_params
 
 SCHEMES = ("moreau_midpoint",)
 
@@ -470,7 +470,6 @@ def rigid_ground_stick_margin(p: Params, n=3600):
 # ------------------------------------------------------------------------------------------
 # Sweep protocol (jaxclear.mechanisms): `jaxclear run sweeps/plate_compactor.toml`
 # ------------------------------------------------------------------------------------------
-import math  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -681,8 +680,9 @@ def plots(outdir, spec, table, summary_, hists, t):
     stick phases, hinge force, motor torque) and, over two swept axes, the advance-speed map."""
     from pathlib import Path
 
-    from .. import plots as _p
     import matplotlib.pyplot as plt
+
+    from .. import plots as _p
 
     pdir = Path(outdir) / "plots"
     pdir.mkdir(exist_ok=True)

@@ -36,11 +36,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .. import cylindrical_joint as cj, integrate, laws, metrics, rigid3d, spec as specmod
+from .. import cylindrical_joint as cj
+from .. import integrate, laws, metrics, rigid3d
+from .. import spec as specmod
 from ..schema import NONNEGATIVE, POSITIVE, Param, Table
 from ..spec import SpecError
-from . import declared, params_type
-from . import _cylindrical
+from . import _cylindrical, declared, params_type
 from ._cylindrical import IMPACT_VELOCITY
 
 NAME = "rotor_two_bearings"
@@ -612,8 +613,9 @@ def plots(outdir, spec, table, summary, hists, t):
     """Whirl orbits of both journals (second half of the run, the clearance circle dotted)."""
     from pathlib import Path
 
-    from .. import plots as _p
     import matplotlib.pyplot as plt
+
+    from .. import plots as _p
 
     if not all(k in hists for k in ("journal_a_x_m", "journal_a_y_m", "journal_b_x_m", "journal_b_y_m")):
         return []
