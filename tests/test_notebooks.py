@@ -13,6 +13,7 @@ the depth error, autodiff against finite differences, the identified parameters.
 
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -128,7 +129,7 @@ def kernel_env(tmp_path_factory):
         "JUPYTER_PATH": str(root),
         "MPLBACKEND": "Agg",
         "JAXCLEAR_NB_SIZE": "small",
-        "JAXCLEAR_CACHE_DIR": str(tmp_path_factory.mktemp("xla_cache")),
+        "JAXCLEAR_CACHE_DIR": os.environ["JAXCLEAR_CACHE_DIR"],  # the session's cache (conftest.py)
         "PYDEVD_DISABLE_FILE_VALIDATION": "1",
     }
     return env
