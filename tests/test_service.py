@@ -283,7 +283,7 @@ def test_planet_pin_sweep_through_the_service(client):
     assert np.all(np.asarray(m["impacts_top"]) >= 1)
 
 
-def test_bad_requests_are_4xx_naming_the_problem(server, client):
+def test_bad_requests_are_4xx_naming_the_problem(server, client, monkeypatch, capsys):
     ok_spec = TINY.encode()
     toml = {"Content-Type": "application/toml"}
     # bad specs: 422 naming the key
@@ -356,27 +356,18 @@ def test_bad_requests_are_4xx_naming_the_problem(server, client):
     assert code == 422 and "sleeping" in b["detail"]
     code, b = _raw(server, "GET", "/openapi.json")
     assert code == 200 and "/api/jobs/{job_id}" in b["paths"]
-    # binding beyond localhost without a token is refused before anything starts
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxclear.cli",
-            "serve",
-            "--host",
-            "0.0.0.0",
-            "--port",
-            "1",
-            "--data",
-            str(server.data.parent / "never"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        env={k: v for k, v in os.environ.items() if k != "JAXCLEAR_TOKEN"},
-        timeout=60,
-    )
-    assert r.returncode == 2 and "token" in r.stderr and "0.0.0.0" in r.stderr
+    # binding beyond localhost without a token is refused before anything starts (in process: the
+    # refusal comes before any server or worker exists; monkeypatch undoes the CLI's worker settings)
+    from jaxclear import cli
+
+    for k in ("JAXCLEAR_TOKEN", "JAXCLEAR_CPU_DEVICES", "JAXCLEAR_CPU_DEVICES_SOURCE"):
+        monkeypatch.setenv(k, "")
+    monkeypatch.delenv("JAXCLEAR_TOKEN")
+    capsys.readouterr()
+    rc = cli.main(["serve", "--host", "0.0.0.0", "--port", "1", "--data", str(server.data.parent / "never")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "token" in err and "0.0.0.0" in err
+    assert not (server.data.parent / "never").exists()
 
 
 def test_twenty_concurrent_submissions(client):
@@ -623,14 +614,15 @@ def test_job_page_follows_a_running_job_cancels_it_and_docs_work_offline(server,
 
 
 def test_job_reports_questionable_results_as_warnings(server, client):
-    # 2 ms at 5000 rpm: the steady window (the last revolution, 12 ms) is the whole run, and
-    # c = 0.02 mm goes deeper than 0.5·c at its first impact; c = 0.1 mm does not
+    # 4 ms at 5000 rpm: the steady window (the last revolution, 12 ms) is the whole run, and
+    # c = 0.02 mm goes deeper than 0.5·c at its first impact; c = 0.1 mm does not.  dt, t_end, save_every
+    # and chunk_size are TINY's, so the worker reuses TINY's compiled chunk.
     questionable = """
 [sweep]
 name = "questionable"
 [integrator]
 dt_s = 2e-6
-t_end_s = 2e-3
+t_end_s = 4e-3
 save_every = 100
 chunk_size = 2
 [outputs]
@@ -639,7 +631,7 @@ plots = false
 "joint.clearance_m" = { values = [1e-4, 2e-5] }
 """
     job = client.submit(questionable)
-    # the same run with a steady window of 0.1 revolution (1.2 ms of the 2 ms) and c = 0.1 mm only
+    # the same run with a steady window of 0.1 revolution (1.2 ms of the 4 ms) and c = 0.1 mm only
     fine = client.submit(
         questionable.replace("chunk_size = 2", "chunk_size = 2\nsteady_revolutions = 0.1")
         .replace("[1e-4, 2e-5]", "[1e-4, 1.5e-4]")
