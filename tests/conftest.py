@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 
 import jax
+import pytest
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_numpy_dtype_promotion", "strict")
@@ -31,3 +32,56 @@ os.environ["JAXCLEAR_CACHE_DIR"] = str(CACHE_DIR)
 from jaxclear import parallel  # noqa: E402  (after the environment it reads)
 
 parallel.enable_compile_cache(CACHE_DIR)
+
+
+# Compile-time accounting: XLA compile (or cache load) seconds per test, from JAX's monitoring events.
+# ``JAXCLEAR_COMPILE_REPORT=N pytest ...`` lists the N tests that spent most in compiles (works under xdist:
+# the figures travel in each report's user_properties).
+_BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+_compile = {"s": 0.0, "n": 0}
+
+
+def _on_duration(event, duration, **_):
+    if event == _BACKEND_COMPILE:
+        _compile["s"] += duration
+        _compile["n"] += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_on_duration)
+
+
+def _accounted(item, phase):
+    s0, n0 = _compile["s"], _compile["n"]
+    yield
+    if _compile["n"] > n0:
+        item.user_properties.append((f"compile_{phase}", (_compile["s"] - s0, _compile["n"] - n0)))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    yield from _accounted(item, "setup")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield from _accounted(item, "call")
+
+
+def pytest_terminal_summary(terminalreporter):
+    n = int(os.environ.get("JAXCLEAR_COMPILE_REPORT") or 0)
+    if n <= 0:
+        return
+    rows = []
+    for reports in terminalreporter.stats.values():
+        for r in reports:
+            if getattr(r, "when", None) == "call":
+                props = dict(r.user_properties)
+                s = sum(v[0] for k, v in props.items() if k.startswith("compile_"))
+                c = sum(v[1] for k, v in props.items() if k.startswith("compile_"))
+                rows.append((s, c, r.duration, r.nodeid))
+    rows.sort(reverse=True)
+    terminalreporter.write_sep(
+        "=", f"compile seconds per test (top {n} of {len(rows)}; total {sum(r[0] for r in rows):.1f} s)"
+    )
+    for s, c, d, nodeid in rows[:n]:
+        terminalreporter.write_line(f"{s:7.2f} s in {c:3d} compiles  (test {d:6.2f} s)  {nodeid}")
