@@ -796,7 +796,7 @@ def rigid_velocities(layout: Layout, ideal: Layout, p: Params, omega):
     v_nodes = jnp.zeros((topo.n_nodes, 2), x0.dtype)
     w = jnp.zeros(topo.n_rotations, x0.dtype)
     for m, parts in enumerate(members):
-        for k, (_node, rot) in enumerate(parts):
+        for k, (node, rot) in enumerate(parts):
             v_nodes = v_nodes.at[node].set(jnp.stack([vel_row(m, k, 0) @ u, vel_row(m, k, 1) @ u]))
             w = w.at[rot].set(u[3 * m + 2])
     return Coordinates(nodes=v_nodes, rotations=w)
