@@ -14,6 +14,8 @@ CLI, the service, a second process of a resume) — shares one persistent XLA co
 process is loaded by the next and the timings no longer depend on which test ran first or on the
 user's ``~/.cache``.  ``JAXCLEAR_TEST_CACHE_DIR`` points it elsewhere (a fresh folder measures a
 cold run).  A test of the cache itself (``test_parallel``) uses its own folder.
+
+Each test process runs on one CPU device (started here); tests of the device count start subprocesses.
 """
 
 import os
@@ -32,6 +34,10 @@ os.environ["JAXCLEAR_CACHE_DIR"] = str(CACHE_DIR)
 from jaxclear import parallel  # noqa: E402  (after the environment it reads)
 
 parallel.enable_compile_cache(CACHE_DIR)
+# Start the CPU backend now, with its one device: an in-process ``cli.main(["run", ...])`` would otherwise,
+# as the first JAX user of its worker, split the host into every core for all later tests of that worker
+# (``parallel.set_cpu_devices`` applies only before the backend starts).  Device-count tests use subprocesses.
+jax.devices()
 
 
 # Compile-time accounting: XLA compile (or cache load) seconds per test, from JAX's monitoring events.
