@@ -150,8 +150,7 @@ def _raw(server, method, path, body=None, headers=None, token=TOKEN):
 
 
 @pytest.mark.slow
-def test_submit_poll_fetch_equals_local_run(client, dirs, tmp_path):
-    _, cache, _ = dirs
+def test_submit_poll_fetch_equals_local_run(client, tmp_path, monkeypatch, capsys):
     spec_file = tmp_path / "tiny.toml"
     spec_file.write_text(TINY)
     sets = ["laws.restitution=0.85"]
@@ -170,14 +169,9 @@ def test_submit_poll_fetch_equals_local_run(client, dirs, tmp_path):
     assert len(remote) == 4 and "peak_contact_force_N" in remote.columns
     # the same spec run locally by the CLI
     out = tmp_path / "local"
-    env = dict(os.environ, JAXCLEAR_CACHE_DIR=str(cache))
-    subprocess.run(
-        [sys.executable, "-m", "jaxclear.cli", "run", str(spec_file), "--set", sets[0], "--out", str(out), "--quiet"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        capture_output=True,
-    )
+    from jaxclear import cli
+
+    assert cli.main(["run", str(spec_file), "--set", sets[0], "--out", str(out), "--quiet"]) == 0
     local = parse_csv((out / "metrics.csv").read_text())
     assert list(local) == remote.columns
     for k in local:
@@ -202,36 +196,15 @@ def test_submit_poll_fetch_equals_local_run(client, dirs, tmp_path):
     s2 = job2.wait(timeout=120)
     assert s2["compile_s"] == 0.0 and job.status()["compile_s"] > 0.0
     assert not np.array_equal(job2.metrics()["peak_contact_force_N"], remote["peak_contact_force_N"])
-    # CLI submit / status against the server
-    env = dict(os.environ, JAXCLEAR_TOKEN=TOKEN)
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxclear.cli",
-            "submit",
-            str(spec_file),
-            "--server",
-            client.url,
-            "--set",
-            "laws.restitution=0.8",
-            "--wait",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0, r.stderr
-    jid = r.stdout.split()[0]
-    r = subprocess.run(
-        [sys.executable, "-m", "jaxclear.cli", "status", jid, "--server", client.url, "--json"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0 and json.loads(r.stdout)["status"] == "done"
+    # CLI submit / status against the server (client commands: in process)
+    monkeypatch.setenv("JAXCLEAR_TOKEN", TOKEN)
+    capsys.readouterr()
+    rc = cli.main(["submit", str(spec_file), "--server", client.url, "--set", "laws.restitution=0.8", "--wait"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    jid = out.split()[0]
+    assert cli.main(["status", jid, "--server", client.url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "done"
 
 
 PLANET = """
