@@ -91,3 +91,16 @@ def pytest_terminal_summary(terminalreporter):
     )
     for s, c, d, nodeid in rows[:n]:
         terminalreporter.write_line(f"{s:7.2f} s in {c:3d} compiles  (test {d:6.2f} s)  {nodeid}")
+
+
+@pytest.hookimpl(optionalhook=True)  # absent without pytest-xdist (-p no:xdist)
+def pytest_xdist_make_scheduler(config, log):
+    """Under ``-n`` (whose default is ``--dist load``) schedule by work stealing: each worker starts on a
+    contiguous half of the tests, so a module's fixtures are mostly built once, and a worker that runs out
+    takes tests from the other's tail, so one long test does not leave a core idle.  An explicit other
+    ``--dist`` is kept."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    return WorkStealingScheduling(config, log)
