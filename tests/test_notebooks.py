@@ -1,8 +1,8 @@
 """The tutorial notebooks (notebooks/*.ipynb) run top to bottom at the small size.
 
-Each notebook is executed with nbclient (the three concurrently) in a fresh kernel of this interpreter (a kernelspec
+Each notebook is executed with nbclient (one test each) in a fresh kernel of this interpreter (a kernelspec
 written into a temporary JUPYTER_PATH, so no user-installed "python3" kernel of another Python is
-picked up), with matplotlib's Agg backend, JAXCLEAR_NB_SIZE=small and a fresh JAX compile cache.
+picked up), with matplotlib's Agg backend, JAXCLEAR_NB_SIZE=small and the session's JAX compile cache.
 A failing cell fails the test with the cell's traceback. The stored notebooks must carry no
 outputs (they are the source, outputs are regenerated), and no output of the executed notebook
 may exceed 1 MB.  A check cell appended in memory to each notebook reports what it computed
@@ -152,42 +152,7 @@ async def _execute(name):
     return name, nb, "", time.perf_counter() - t0
 
 
-@pytest.mark.slow
-def test_notebooks_run_top_to_bottom(kernel_env, monkeypatch):
-    """All three at once, one kernel each: JAX compiles on one core, so two cores run two
-    notebooks' compiles side by side (one test, so that pytest-xdist does not run them twice)."""
-    for k, v in kernel_env.items():
-        monkeypatch.setenv(k, v)
-
-    async def run_all():
-        return await asyncio.gather(*(_execute(n) for n in NOTEBOOKS))
-
-    t0 = time.perf_counter()
-    results = asyncio.run(run_all())
-    print(
-        f"\nnotebooks executed in {time.perf_counter() - t0:.1f} s together: "
-        + ", ".join(f"{n} {w:.1f} s" for n, _, _, w in results)
-    )
-    failed = [f"{n}: a cell failed:\n{err}" for n, nb, err, _ in results if nb is None]
-    assert not failed, "\n\n".join(failed)
-    checks = {}
-    for name, nb, _, _ in results:
-        probe = nb.cells.pop()
-        assert Path(probe.outputs[0]["text"].strip()).resolve() == Path(sys.executable).resolve()
-        checks[name] = _checked(nb, name)
-        nb.cells.pop()
-        ran = [c for c in nb.cells if c.cell_type == "code"]
-        assert all(c.execution_count is not None for c in ran), name
-        for i, c in enumerate(ran):
-            for o in c.outputs:
-                assert o.output_type != "error", f"{name}: code cell {i}: {o.get('ename')}: {o.get('evalue')}"
-                assert _output_bytes(o) < MAX_OUTPUT_BYTES, f"{name}: code cell {i} has an output over 1 MB"
-        # every figure the notebook makes exists and has something drawn in it
-        figs = checks[name]["figures"]
-        assert len(figs) == _n_subplots_calls(name) and all(n > 0 for n in figs), (name, figs)
-    print(json.dumps(checks, indent=1))
-
-    c1 = checks["01_amplification_factors.ipynb"]
+def _claims_01(c1):
     assert c1["n_variants"] == 16 and c1["all_finite"] and c1["failed"] == []
     # a larger clearance gives a larger steady peak contact force at every speed and restitution
     assert all(r > 1.0 for r in c1["force_ratio"]), c1["force_ratio"]
@@ -196,7 +161,8 @@ def test_notebooks_run_top_to_bottom(kernel_env, monkeypatch):
     assert all(v < 1e-12 for v in c1["ideal_spread"].values()), c1["ideal_spread"]
     assert c1["ideal_speed_ratio"] == pytest.approx(c1["speed_ratio_sq"], rel=1e-3), c1
 
-    c2 = checks["02_wear_profiles.ipynb"]
+
+def _claims_02(c2):
     # the lobed bore (8-lobe wear): one region, then three, then one merged region (the text's claim)
     assert c2["lobed_regions"] == [1, 3, 1], c2["lobed_regions"]
     raw, ref = c2["errors"]["raw deepest point"], c2["errors"]["sub-grid refinement"]
@@ -213,7 +179,8 @@ def test_notebooks_run_top_to_bottom(kernel_env, monkeypatch):
     assert (vol[0][-1] < vol[1][-1]) == (k[0] < k[1]), (vol, k)
     assert all(r > 1e-6 for r in c2["wear_depth_range_m"]), c2["wear_depth_range_m"]
 
-    c3 = checks["03_sensitivity_identification.ipynb"]
+
+def _claims_03(c3):
     assert c3["all_finite"]
     # forward-mode derivative of the smooth peak vs the best of the central differences: < 1e-4
     # relative, as the text and README claim (measured <= 1.5e-6)
@@ -229,3 +196,37 @@ def test_notebooks_run_top_to_bottom(kernel_env, monkeypatch):
         and abs(w["profile.fourier_b2_m"]) < 0.2
     ), w
     assert c3["wear_loss"] < c3["wear_screened_loss"], c3
+
+
+CLAIMS = {
+    "01_amplification_factors.ipynb": _claims_01,
+    "02_wear_profiles.ipynb": _claims_02,
+    "03_sensitivity_identification.ipynb": _claims_03,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_runs_top_to_bottom(name, kernel_env, monkeypatch):
+    """One notebook in a fresh kernel; a test each, so that pytest-xdist spreads the three over
+    its workers next to the other slow tests instead of one test holding both cores."""
+    for k, v in kernel_env.items():
+        monkeypatch.setenv(k, v)
+    _, nb, err, wall = asyncio.run(_execute(name))
+    print(f"\n{name} executed in {wall:.1f} s")
+    assert nb is not None, f"{name}: a cell failed:\n{err}"
+    probe = nb.cells.pop()
+    assert Path(probe.outputs[0]["text"].strip()).resolve() == Path(sys.executable).resolve()
+    check = _checked(nb, name)
+    nb.cells.pop()
+    ran = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in ran), name
+    for i, c in enumerate(ran):
+        for o in c.outputs:
+            assert o.output_type != "error", f"{name}: code cell {i}: {o.get('ename')}: {o.get('evalue')}"
+            assert _output_bytes(o) < MAX_OUTPUT_BYTES, f"{name}: code cell {i} has an output over 1 MB"
+    # every figure the notebook makes exists and has something drawn in it
+    figs = check["figures"]
+    assert len(figs) == _n_subplots_calls(name) and all(n > 0 for n in figs), (name, figs)
+    print(json.dumps(check, indent=1))
+    CLAIMS[name](check)
