@@ -390,6 +390,9 @@ def _optimise(res, u0, s, iterations):
 
 def _iterate(vstep, obj, u0, st, iterations):
     """Run a vmapped step; each start ends at the best point it visited."""
+    # the step returns its state without the weak types init gave some leaves (optax's L-BFGS
+    # info): strong types from the start, or the jitted step compiles a second time
+    st = jax.tree_util.tree_map(lambda x: jnp.asarray(x, dtype=x.dtype), st)
     u, hist = u0, []
     best_u, best = np.array(u0), np.full(u0.shape[0], np.inf)
     for _ in range(iterations):
