@@ -31,13 +31,14 @@ TINY = {
     },
 }
 
-# Four chunks of one variant, ~1 s of execution each on one core: long enough to kill in flight.
+# Four chunks of one variant, ~0.5 s of execution each on one core: long enough to kill in flight
+# (the victim is looked for every 50 ms).
 LONG_TOML = """
 [sweep]
 name = "long"
 [integrator]
 dt_s = 2e-6
-t_end_s = 0.3
+t_end_s = 0.15
 save_every = 1000
 chunk_size = 1
 [outputs]
@@ -77,8 +78,10 @@ def client(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("xla")
+def cache():
+    """The session's compile cache (conftest): the workers load what this process (or an earlier
+    test) compiled, and this process keeps using the session's cache after the module."""
+    return Path(os.environ["JAXCLEAR_CACHE_DIR"])
 
 
 def _pids(client):
@@ -265,28 +268,29 @@ def test_service_jobs_run_on_the_cluster(client, cache, tmp_path):
     _assert_same_store(tmp_path / "local", out)
 
 
-def test_unreachable_scheduler_is_a_clear_cli_error(tmp_path):
+def test_unreachable_scheduler_is_a_clear_cli_error(tmp_path, capsys):
+    # the CLI in this process: its exit code and message are the subject, not the process
+    import dask
+    import jax
+
+    from jaxclear import cli
+
     spec = tmp_path / "tiny.toml"
-    spec.write_text(LONG_TOML.replace("t_end_s = 0.3", "t_end_s = 1e-4"))
-    env = dict(os.environ, DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s")
-    p = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxclear.cli",
-            "run",
-            str(spec),
-            "--out",
-            str(tmp_path / "o"),
-            "--quiet",
-            "--no-compile-cache",
-            "--cluster",
-            "tcp://127.0.0.1:9",
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert p.returncode == 2, p.stderr[-2000:]
-    assert "--cluster tcp://127.0.0.1:9" in p.stderr and "Traceback" not in p.stderr
+    spec.write_text(LONG_TOML.replace("t_end_s = 0.15", "t_end_s = 1e-4"))
+    jax.devices()  # backends up first: the in-process `run` must not re-split this session's CPU
+    with dask.config.set({"distributed.comm.timeouts.connect": "2s"}):
+        rc = cli.main(
+            [
+                "run",
+                str(spec),
+                "--out",
+                str(tmp_path / "o"),
+                "--quiet",
+                "--no-compile-cache",
+                "--cluster",
+                "tcp://127.0.0.1:9",
+            ]
+        )
+    err = capsys.readouterr().err
+    assert rc == 2, err[-2000:]
+    assert "--cluster tcp://127.0.0.1:9" in err and "Traceback" not in err

@@ -61,12 +61,14 @@ def _cli(*args, timeout=600):
     )
 
 
-def test_version_and_every_subcommand_help_has_an_example_and_documented_options():
-    r = _cli("--version")
-    assert r.returncode == 0 and r.stdout.strip() == f"jaxclear {jaxclear.__version__}"
+def test_version_and_every_subcommand_help_has_an_example_and_documented_options(capsys):
     import argparse
 
     from jaxclear import cli
+
+    with pytest.raises(SystemExit) as ei:  # argparse's version action exits 0 after printing
+        cli.main(["--version"])
+    assert ei.value.code == 0 and capsys.readouterr().out.strip() == f"jaxclear {jaxclear.__version__}"
 
     ap_calls = {}
     orig = argparse.ArgumentParser.parse_args
@@ -139,16 +141,25 @@ def test_flores_warns_deep_penetration_for_the_smallest_clearance_only(tmp_path)
     assert on_disk["warnings"] == summary["warnings"]
 
 
-def test_short_run_warns_that_the_steady_window_is_the_whole_run_in_the_cli_log(tmp_path):
+def test_short_run_warns_that_the_steady_window_is_the_whole_run_in_the_cli_log(tmp_path, capsys):
     # t_end = 2 ms at 5000 rpm (a revolution takes 12 ms): the window of the last revolution
-    # would start before t = 0, so the *_steady columns are the whole-run ones
+    # would start before t = 0, so the *_steady columns are the whole-run ones.  The CLI runs in
+    # this process: what it prints is the subject, not the process.
+    import jax
+
+    from jaxclear import cli
+
     out = tmp_path / "short"
-    r = _cli("run", str(FLORES), "--out", str(out), "--set", "integrator.t_end_s=0.002", "--set", "outputs.plots=false")
-    assert r.returncode == 0, r.stderr
-    lines = [ln for ln in r.stderr.splitlines() if ln.startswith("warning: steady window = the whole run")]
-    assert len(lines) == 1 and "in 4 of 4 variants: 0 (clearance_m = 0.0005); 1 (" in lines[0], r.stderr
+    jax.devices()  # backends up first: the in-process `run` must not re-split this session's CPU
+    rc = cli.main(
+        ["run", str(FLORES), "--out", str(out), "--set", "integrator.t_end_s=0.002", "--set", "outputs.plots=false"]
+    )
+    r = capsys.readouterr()
+    assert rc == 0, r.err
+    lines = [ln for ln in r.err.splitlines() if ln.startswith("warning: steady window = the whole run")]
+    assert len(lines) == 1 and "in 4 of 4 variants: 0 (clearance_m = 0.0005); 1 (" in lines[0], r.err
     assert "integrator.steady_revolutions" in lines[0]
-    assert "warning steady_window_is_whole_run: 4 variant(s)" in r.stdout
+    assert "warning steady_window_is_whole_run: 4 variant(s)" in r.out
     s = json.loads((out / "summary.json").read_text())
     steady = next(w for w in s["warnings"] if w["code"] == "steady_window_is_whole_run")
     assert steady["variants"] == [0, 1, 2, 3] and steady["count"] == 4
@@ -158,8 +169,8 @@ def test_short_run_warns_that_the_steady_window_is_the_whole_run_in_the_cli_log(
     # the deepest first impact of c = 0.02 mm comes within these 2 ms: warned here too
     assert any(w["code"] == "deep_penetration" and w["variants"] == [3] for w in s["warnings"])
     # show repeats them from summary.json
-    shown = _cli("show", str(out))
-    assert shown.returncode == 0 and "warning: steady window = the whole run in 4 of 4" in shown.stdout
+    assert cli.main(["show", str(out)]) == 0
+    assert "warning: steady window = the whole run in 4 of 4" in capsys.readouterr().out
 
 
 def test_max_penetration_is_the_maximum_over_every_step(tmp_path):

@@ -107,8 +107,8 @@ def test_compute_batched_and_fourier_wear():
     assert res["finite"].all() and res["inputs"]["clearance_m"].tolist() == [0.2e-3, 0.3e-3]
     pl = sweep.plan(spec)
     f = S.metric_function(spec, pl, keys)
+    fj = jax.jit(lambda th: f(th, {}, None))  # one jit (one compile) for both clearances
     for i, c in enumerate([0.2e-3, 0.3e-3]):
-        fj = jax.jit(lambda th: f(th, {}, None))
         x0 = jnp.asarray([0.0, c])
         e = jnp.asarray([1e-9, 0.0])
         fd = np.asarray((fj(x0 + e) - fj(x0 - e)) / 2e-9)

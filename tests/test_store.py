@@ -6,13 +6,15 @@ import shutil
 import signal
 import subprocess
 import sys
+from types import SimpleNamespace
 
+import jax
 import numpy as np
 import pytest
 from killing import kill_after_first_chunk
 
+from jaxclear import cli, store, sweep
 from jaxclear import spec as specmod
-from jaxclear import store, sweep
 
 TINY = {
     "sweep": {"name": "tiny"},
@@ -46,8 +48,19 @@ def _toml(path, t_end=1.0e-3, save_every=10, plots="true", clearances="[0.5e-3, 
     return path
 
 
-def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "jaxclear.cli", *map(str, args)], capture_output=True, text=True)
+@pytest.fixture
+def run_cli(capsys):
+    """`jaxclear ARGS` in this process (what it prints and its exit code), not a subprocess:
+    these tests are about the output, not about process boundaries."""
+    jax.devices()  # backends up first: an in-process `run` must not re-split this session's CPU
+
+    def go(*args):
+        capsys.readouterr()
+        rc = cli.main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return SimpleNamespace(returncode=rc, stdout=out, stderr=err)
+
+    return go
 
 
 def _same(a, b):
@@ -167,22 +180,22 @@ def test_export_csv_and_parquet(ref, tmp_path):
         assert _same(back[k], table[k]), k
 
 
-def test_cli_show_and_export(ref, tmp_path):
+def test_cli_show_and_export(ref, tmp_path, run_cli):
     out, _, summary, _ = ref
     shutil.rmtree(out / "plots")
-    r = _cli("show", out)
+    r = run_cli("show", out)
     assert r.returncode == 0, r.stderr
     assert "tiny" in r.stdout and summary["spec_hash"] in r.stdout and "6/6" in r.stdout
     assert "daf_contact_force_steady" in r.stdout
     assert (out / "plots" / "journal_orbits.png").exists()
-    r = _cli("export", out, "--format", "csv", "--output", tmp_path / "e.csv")
+    r = run_cli("export", out, "--format", "csv", "--output", tmp_path / "e.csv")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "e.csv").read_text() == (out / "metrics.csv").read_text()
-    r = _cli("show", tmp_path / "nothing")
+    r = run_cli("show", tmp_path / "nothing")
     assert r.returncode == 2 and "jaxclear: error:" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_kill_between_data_and_flag_then_resume(ref, tmp_path, monkeypatch):
+def test_kill_between_data_and_flag_then_resume(ref, tmp_path, monkeypatch, run_cli):
     """A run dies after writing chunk 1's data but before its flag: chunk 1 is not done, loads
     as missing, and the resume recomputes it (over deliberately corrupted data) bit-identically."""
     _, table, _, hists = ref
@@ -214,7 +227,7 @@ def test_kill_between_data_and_flag_then_resume(ref, tmp_path, monkeypatch):
     assert part.metrics["impacts"].dtype.kind == "f" and np.isnan(part.metrics["impacts"][2:]).all()
     assert np.isnan(part.histories["contact_force_N"][2:]).all()
     np.testing.assert_array_equal(part.metrics["peak_contact_force_N"][:2], table["peak_contact_force_N"][:2])
-    r = _cli("show", out)
+    r = run_cli("show", out)
     assert r.returncode == 0 and "2/6" in r.stdout and "1/3" in r.stdout and "1-2" in r.stdout, r.stdout + r.stderr
 
     logs = []
@@ -225,11 +238,12 @@ def test_kill_between_data_and_flag_then_resume(ref, tmp_path, monkeypatch):
     assert sweep.load(out).complete
 
 
-def test_other_spec_is_refused_and_force_rebuilds(ref, tmp_path):
+def test_other_spec_is_refused_and_force_rebuilds(ref, tmp_path, run_cli):
     src, _, summary, _ = ref
     out = tmp_path / "run"
     shutil.copytree(src, out)
-    other = dict(TINY, axes=dict(TINY["axes"], **{"joint.clearance_m": {"values": [0.4e-3, 0.2e-3]}}))
+    # as many variants as TINY (the same shapes: nothing new to compile), other values
+    other = dict(TINY, axes=dict(TINY["axes"], **{"joint.clearance_m": {"values": [0.4e-3, 0.2e-3, 0.3e-3]}}))
     new_hash = specmod.spec_hash(specmod.load(other))
     with pytest.raises(specmod.SpecError) as ei:
         sweep.run(other, out=out, log=None)
@@ -237,36 +251,46 @@ def test_other_spec_is_refused_and_force_rebuilds(ref, tmp_path):
     assert "--force" in msg and summary["spec_hash"] in msg and new_hash in msg, msg
     assert store.open(out).attrs["spec_hash"] == summary["spec_hash"]  # untouched
 
-    spec_file = _toml(tmp_path / "other.toml", clearances="[0.4e-3, 0.2e-3]")
-    r = _cli("run", spec_file, "--out", out, "--quiet")
+    spec_file = _toml(tmp_path / "other.toml", clearances="[0.4e-3, 0.2e-3, 0.3e-3]")
+    r = run_cli("run", spec_file, "--out", out, "--quiet")
     assert r.returncode == 2 and "jaxclear: error:" in r.stderr and "--force" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
 
     t, s, _ = sweep.run(other, out=out, log=None, force=True)
-    assert s["chunks_reused"] == 0 and s["variants"] == 4
+    assert s["chunks_reused"] == 0 and s["variants"] == 6
     res = sweep.load(out)
     assert res.attrs["spec_hash"] == new_hash and res.complete
-    assert sorted(set(res.inputs["clearance_m"])) == [0.2e-3, 0.4e-3]
+    assert sorted(set(res.inputs["clearance_m"])) == [0.2e-3, 0.3e-3, 0.4e-3]
     _, s_again, _ = sweep.run(other, out=out, log=None)  # same spec: everything reused
     # the figures stay those of the run that computed the chunks; the rerun is reported apart
-    assert s_again["rerun"]["chunks_reused"] == 2 and s_again["rerun"]["chunks_computed"] == 0
-    assert s_again["chunks_computed"] == s["chunks_computed"] == 2 and s_again["wall_s"] == s["wall_s"]
+    assert s_again["rerun"]["chunks_reused"] == 3 and s_again["rerun"]["chunks_computed"] == 0
+    assert s_again["chunks_computed"] == s["chunks_computed"] == 3 and s_again["wall_s"] == s["wall_s"]
 
 
-def test_resume_after_sigkill_is_bit_identical(tmp_path):
+def test_resume_after_sigkill_is_bit_identical(ref, tmp_path):
     """Kill -9 a CLI run after its first finished chunk; resume in process; same numbers as an
     uninterrupted run."""
-    spec_file = _toml(
-        tmp_path / "long.toml",
-        t_end=0.2,
-        save_every=100,
-        plots="false",
-        clearances="[0.5e-3, 0.25e-3, 0.1e-3, 0.05e-3]",
-    )
-    n_chunks = 4
+    # TINY's chunk (2 variants × 500 steps, compiled by ``ref``) 12 times over: each chunk (its
+    # compute and its store writes) lasts long enough to be killed in flight after the first, and
+    # the subprocess (one CPU device, as this process) loads the chunk from the compile cache
+    # while the resume and the reference reuse it in memory.
+    clearances = [float(c) for c in np.round(np.linspace(0.5e-3, 0.05e-3, 12), 12)]
+    spec_file = _toml(tmp_path / "long.toml", plots="false", clearances=str(clearances))
+    n_chunks = 12
     out = tmp_path / "killed"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jaxclear.cli", "run", str(spec_file), "--out", str(out), "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "jaxclear.cli",
+            "run",
+            str(spec_file),
+            "--out",
+            str(out),
+            "--quiet",
+            "--cpu-devices",
+            "1",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

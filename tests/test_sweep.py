@@ -1,15 +1,15 @@
 """Spec validation, the sweep runner and the CLI end to end (small sizes)."""
 
 import json
-import subprocess
-import sys
+import shutil
 from pathlib import Path
 
+import jax
 import numpy as np
 import pytest
 
+from jaxclear import cli, sweep
 from jaxclear import spec as specmod
-from jaxclear import sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,9 +70,19 @@ def test_axes_grid_and_random_samples():
     np.testing.assert_array_equal(vals, again)  # seeded
 
 
-def test_run_writes_everything_and_resumes(tmp_path):
-    out = tmp_path / "run"
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory):
+    """One TINY run to a directory (plots included), shared: (DIR, table, summary, histories).
+    Its chunk function is the one every TINY-shaped sweep of this module reuses."""
+    out = tmp_path_factory.mktemp("golden") / "run"
     table, summary, hists = sweep.run(TINY, out=out)
+    return out, table, summary, hists
+
+
+def test_run_writes_everything_and_resumes(golden, tmp_path):
+    src, table, summary, _ = golden
+    out = tmp_path / "run"
+    shutil.copytree(src, out)  # the resume below rewrites the store: a copy, the golden run stays
     for f in (
         "metrics.csv",
         "summary.json",
@@ -133,8 +143,8 @@ def test_run_writes_everything_and_resumes(tmp_path):
         np.testing.assert_array_equal(table[k], table2[k])
 
 
-def test_float32_precision_option(tmp_path):
-    t64, _, _ = sweep.run(TINY)
+def test_float32_precision_option(golden):
+    t64 = golden[1]
     spec = dict(TINY, integrator=dict(TINY["integrator"], precision="float32"))
     t32, s32, _ = sweep.run(spec)
     assert s32["precision"] == "float32"
@@ -142,47 +152,36 @@ def test_float32_precision_option(tmp_path):
     assert rel.max() < 0.05, rel
 
 
-def test_cli_run_with_set_override(tmp_path):
+def test_cli_run_with_set_override(tmp_path, capsys):
+    # in process (the output and the exit code are the subject, not the process); TINY's
+    # integrator, so the chunk function is the one already compiled
     spec = tmp_path / "s.toml"
     spec.write_text("""
 [sweep]
 name = "cli"
 [integrator]
 dt_s = 2e-6
-t_end_s = 5e-4
+t_end_s = 1e-3
 save_every = 10
 [axes]
 "joint.clearance_m" = { values = [0.5e-3, 0.25e-3] }
 """)
     out = tmp_path / "o"
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "jaxclear.cli",
-            "run",
-            str(spec),
-            "--out",
-            str(out),
-            "--set",
-            "model.crank_speed_rpm=3000",
-            "--quiet",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0, r.stderr
-    assert "peak_contact_force_N" in r.stdout
+    jax.devices()  # backends up first: the in-process `run` must not re-split this session's CPU
+    rc = cli.main(["run", str(spec), "--out", str(out), "--set", "model.crank_speed_rpm=3000", "--quiet"])
+    r = capsys.readouterr()
+    assert rc == 0, r.err
+    assert "peak_contact_force_N" in r.out
     m = sweep.read_csv(out / "metrics.csv")
     assert list(m["clearance_m"]) == [0.5e-3, 0.25e-3]
-    bad = subprocess.run(
-        [sys.executable, "-m", "jaxclear.cli", "run", str(spec), "--set", "joint.clearance_m=-1"],
-        capture_output=True,
-        text=True,
-    )
-    assert bad.returncode == 2 and "joint.clearance_m" in bad.stderr and "Traceback" not in bad.stderr
+    assert sweep.load(out).spec["model"]["crank_speed_rpm"] == 3000.0  # the override was applied
+    rc = cli.main(["run", str(spec), "--out", str(tmp_path / "bad"), "--set", "joint.clearance_m=-1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "joint.clearance_m" in err and "Traceback" not in err
+    assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow  # ~22 plans, each compiling its own eager parameter checks: ~15 s warm, ~90 s cold
 def test_shipped_specs_validate():
     for f in sorted((ROOT / "sweeps").glob("*.toml")):
         pl = sweep.plan(specmod.load(f))
@@ -194,7 +193,9 @@ def test_shipped_specs_validate():
 
 @pytest.mark.parametrize("kind", ["measured", "wear_patch"])
 def test_non_circular_profiles_through_a_sweep(tmp_path, kind):
-    # A measured CSV (an ovalised bore, 5 µm out of round) and a local wear patch, run by spec.
+    # A measured CSV (an ovalised bore, 5 µm out of round) and a local wear patch, run by spec;
+    # both 72 points with two region slots (what "auto" picks for the patch), so one compiled
+    # chunk serves the two.
     th = np.linspace(0, 2 * np.pi, 200, endpoint=False)
     r = 10.1e-3 + 5e-6 * np.cos(2 * th)
     csv = tmp_path / "bore.csv"
@@ -202,9 +203,9 @@ def test_non_circular_profiles_through_a_sweep(tmp_path, kind):
         "# measured bore\nx_m,y_m\n" + "\n".join(f"{x:.12e},{y:.12e}" for x, y in zip(r * np.cos(th), r * np.sin(th)))
     )
     prof = (
-        {"kind": "measured", "path": str(csv), "n_points": 96}
+        {"kind": "measured", "path": str(csv), "n_points": 72, "max_regions": 2}
         if kind == "measured"
-        else {"kind": "wear_patch", "wear_depth_m": 2e-5, "wear_angle_deg": 0.0, "n_points": 72}
+        else {"kind": "wear_patch", "wear_depth_m": 2e-5, "wear_angle_deg": 0.0, "n_points": 72, "max_regions": 2}
     )
     spec = {
         "sweep": {"name": kind},

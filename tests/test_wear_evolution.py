@@ -108,15 +108,20 @@ cycles_per_update = 3000.0
 "joint.clearance_m" = { values = [1e-4, 2e-4] }
 """)
     out = tmp_path / "killed"
-    cmd = lambda d: [sys.executable, "-m", "jaxclear.cli", "wear", str(spec_file), "--out", str(d), "--quiet"]
-    proc = subprocess.Popen(cmd(out), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    args = lambda d: ["wear", str(spec_file), "--out", str(d), "--quiet", "--cpu-devices", "1"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jaxclear.cli", *args(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     kill_after_first_chunk(proc, out)
     assert proc.returncode == -signal.SIGKILL
     ev = W.read(out)
     assert 1 <= ev["done"].sum() < ev["done"].size and not (out / "wear_metrics.csv").exists()
-    # the resumed and the reference runs as processes too: the same device count for every row
+    # the resumed and the reference runs in this process, one CPU device as the killed one had
+    # (the same device count for every row); the second reuses the first's compiled windows
+    jax.devices()  # backends up first: the in-process CLI must not re-split this session's CPU
+    assert jax.local_device_count() == 1
     for d in (out, tmp_path / "uninterrupted"):
-        subprocess.run(cmd(d), check=True, stdout=subprocess.DEVNULL)
+        assert cli.main(args(d)) == 0
     s_res, s_ref = (json.loads((d / "wear_summary.json").read_text()) for d in (out, tmp_path / "uninterrupted"))
     assert s_res["windows_computed"] == ev["done"].size - ev["done"].sum()
     assert s_ref["windows_computed"] == ev["done"].size
@@ -161,7 +166,9 @@ def test_bad_input_is_refused_with_the_field_named(tmp_path, capsys):
         W.load_spec(osc)
     rc = cli.main(["wear", "sweeps/wear_evolution.toml", "--out", str(tmp_path), "--wrt", "wear.cycles_per_updat"])
     assert rc == 2 and "wear.cycles_per_updat" in capsys.readouterr().err
-    # another spec's evolution in the same DIR is refused, not overwritten
-    W.run(_spec(wear={"updates": 1}), tmp_path / "ev", log=lambda m: None)
+    # another spec's evolution in the same DIR is refused, not overwritten (the axis of the test
+    # above: the same chunk shapes, so its compiled window serves here too)
+    axes = {"wear.coefficient_m2_per_N": {"values": [0.0, 1e-13, 3e-13]}}
+    W.run(_spec(wear={"updates": 1}, axes=axes), tmp_path / "ev", log=lambda m: None)
     with pytest.raises(specmod.SpecError, match="another spec"):
-        W.run(_spec(wear={"updates": 2}), tmp_path / "ev", log=lambda m: None)
+        W.run(_spec(wear={"updates": 2}, axes=axes), tmp_path / "ev", log=lambda m: None)
