@@ -51,10 +51,12 @@ def brute_force(points, center, radius):
 _detect = jax.jit(contact.detect, static_argnums=(3, 4))
 
 
-def check_against_brute(points, center, radius, K, refine=False, res=None):
+def check_against_brute(points, center, radius, K, refine=False, res=None, brute=None):
+    """brute: ``brute_force(points, center, radius)`` when already computed (it does not
+    depend on K or refine)."""
     if res is None:
         res = _detect(jnp.asarray(points), jnp.asarray(center), radius, K, refine)
-    regions, d = brute_force(points, center, radius)
+    regions, d = brute_force(points, center, radius) if brute is None else brute
     n = len(d)
     assert int(res.n_regions) == len(regions)
     np.testing.assert_array_equal(np.asarray(res.mask), np.asarray(d) > 0)
@@ -128,11 +130,12 @@ def test_detect_matches_brute_force_random_profiles():
         pts = jnp.asarray(np.stack([c[0] for c in cases]))
         cen = jnp.asarray(np.stack([c[1] for c in cases]))
         rps = jnp.asarray(np.array([c[2] for c in cases]))
+        brutes = [brute_force(p, c, rp) for p, c, rp in cases]  # once per case, for every K
         for K, refine in ((2, False), (8, False), (3, True)):
-            batch = _vdetect(pts, cen, rps, K, refine)
+            batch = jax.tree_util.tree_map(np.asarray, _vdetect(pts, cen, rps, K, refine))
             for i, (p, c, rp) in enumerate(cases):
                 res = jax.tree_util.tree_map(lambda x: x[i], batch)
-                res, regions = check_against_brute(p, c, rp, K, refine, res=res)
+                res, regions = check_against_brute(p, c, rp, K, refine, res=res, brute=brutes[i])
                 if refine:
                     continue
                 mask = np.asarray(res.mask)

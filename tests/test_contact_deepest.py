@@ -2,6 +2,8 @@
 against the brute-force walk of test_contact, equal to contact.detect wherever there is at most
 one region, and a whole simulation equal to the full four-slot pass on the benchmark's bushing."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,15 +20,22 @@ _deep = jax.jit(jax.vmap(contact.detect_deepest, in_axes=(0, 0, None, None)), st
 _full = jax.jit(jax.vmap(contact.detect, in_axes=(0, 0, None, None, None)), static_argnums=(3, 4))
 
 
+@functools.cache
+def _brute_cases():
+    """The sample and its brute-force walks (the same for both parametrizations)."""
+    pts, cen = _random_cases(300, 72, seed=11)
+    return pts, cen, [brute_force(p, c, RJ) for p, c in zip(np.asarray(pts), np.asarray(cen))]
+
+
 @pytest.mark.parametrize("refine", [True, False])
 def test_deepest_matches_brute_force_and_full_detection(refine):
-    pts, cen = _random_cases(300, 72, seed=11)
+    pts, cen, brutes = _brute_cases()
     r = jax.tree_util.tree_map(np.asarray, _deep(pts, cen, RJ, refine))
     f = jax.tree_util.tree_map(np.asarray, _full(pts, cen, RJ, 8, refine))
     pts, cen = np.asarray(pts), np.asarray(cen)
     n_multi = 0
     for i in range(pts.shape[0]):
-        regions, d = brute_force(pts[i], cen[i], RJ)
+        regions, d = brutes[i]
         assert int(r.n_regions[i]) == len(regions)
         assert bool(r.active[i, 0]) == (len(regions) > 0)
         if not regions:
@@ -102,11 +111,12 @@ def test_deepest_gradients_match_finite_differences():
     def depth(e):
         return contact.detect_deepest(p, jnp.array([e, 0.3 * e]), RJ, refine=True).depth[0]
 
+    depth, grad = jax.jit(depth), jax.jit(jax.grad(depth))  # one compile each, not op by op
     for e in (0.0, 4.0e-4):  # centred pin and no contact: finite zero gradients
-        assert np.isfinite(float(jax.grad(depth)(e)))
+        assert np.isfinite(float(grad(e)))
     e0, h = 6.6e-4, 1e-9
     assert float(depth(e0)) > 1e-6
-    g = float(jax.grad(depth)(e0))
+    g = float(grad(e0))
     fd = (float(depth(e0 + h)) - float(depth(e0 - h))) / (2 * h)
     assert g > 0 and abs(g - fd) <= 1e-4 * abs(fd)
 

@@ -1,6 +1,8 @@
 """Windowed contact detection (contact.detect_window, profile.window_points): equal to the full
 Xu (2015) pass whenever it does not flag an overflow, and flagging when it should."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,6 +16,7 @@ from jaxclear.mechanisms import slider_crank as sc
 RJ = 0.010
 
 
+@functools.cache  # the same sample for every parametrization (and test_contact_deepest's)
 def _random_cases(n, n_points, seed):
     """Fourier bushings with harmonics up to 8 (several regions) and pins near contact."""
     rng = np.random.default_rng(seed)
@@ -46,12 +49,26 @@ def _sorted_active(r, field):
     return out
 
 
+# cached jits of the batched detections (K, W, refine static)
+_full = jax.jit(
+    jax.vmap(lambda p, c, k, refine: contact.detect(p, c, RJ, k, refine=refine), in_axes=(0, 0, None, None)),
+    static_argnums=(2, 3),
+)
+_win = jax.jit(
+    jax.vmap(
+        lambda p, c, k, w, refine: contact.detect_window(p, c, RJ, k, w, refine=refine),
+        in_axes=(0, 0, None, None, None),
+    ),
+    static_argnums=(2, 3, 4),
+)
+
+
 @pytest.mark.parametrize("refine", [True, False])
 def test_window_equals_full_detection_unless_overflow(refine):
     K, W = 4, 24
     pts, cen = _random_cases(300, 72, seed=3)
-    full = jax.jit(jax.vmap(lambda p, c: contact.detect(p, c, RJ, K, refine=refine)))(pts, cen)
-    win = jax.jit(jax.vmap(lambda p, c: contact.detect_window(p, c, RJ, K, W, refine=refine)))(pts, cen)
+    full = _full(pts, cen, K, refine)
+    win = _win(pts, cen, K, W, refine)
     ovf = np.asarray(win.overflow)
     ok = ~ovf
     n_full = np.asarray(full.n_regions)
@@ -92,8 +109,9 @@ def test_window_gradients_finite_through_onset():
     def depth(e):
         return jnp.sum(contact.detect_window(p, jnp.array([e, 0.3 * e]), RJ, 4, 16, refine=True).depth)
 
+    grad = jax.jit(jax.grad(depth))  # one compile for the three points (eagerly: ~3 s of op dispatch)
     for e in (0.0, 4.0e-4, 6.0e-4):
-        g = jax.grad(depth)(e)
+        g = grad(e)
         assert np.isfinite(float(g))
 
 

@@ -14,6 +14,9 @@ from jaxclear._math import cross2
 
 jax.config.update("jax_enable_x64", True)
 
+# one compile of the joint geometry for the random poses (op by op it dispatches every primitive)
+_geometry = jax.jit(cj.geometry)
+
 MASS = jnp.array([0.1])
 INERTIA = jnp.array([[2e-5, 2e-5, 1e-5]])
 
@@ -53,7 +56,7 @@ def test_penetration_matches_brute_force_on_random_poses():
         kin = cj.Kinematics(
             jnp.asarray(xa), jnp.asarray(Ra), *[jnp.zeros(3)] * 2, jnp.asarray(xb), jnp.asarray(Rb), *[jnp.zeros(3)] * 2
         )
-        depth = np.asarray(cj.geometry(p, kin)[0])
+        depth = np.asarray(_geometry(p, kin)[0])
         b, cb = Rb @ np.asarray(p.axis_b), xb + Rb @ np.asarray(p.centre_b)
         R_B, L, g = float(p.pin_radius), float(p.length), float(p.axial_gap)
         R_A = R_B + float(p.clearance)
@@ -96,36 +99,45 @@ def _pin_run(
     return r3.run(step, p, s0, n, save_every=save_every, reduce=reduce, acc0=acc0, save=save), s0
 
 
+@jax.jit
+def _energy_run(dt, n):
+    """(max |E/E0 − 1| over the steps, Lz/Lz0 − 1 at the end, impacts) of the first n steps at
+    step dt of the spinning, tilting pin (Hertz, no friction).  dt and n are traced: every run
+    scans 4000 steps with the state frozen after step n and the reductions masked there, so one
+    compile serves both steps (the first n steps are those of a run of n)."""
+    cfg = cj.Config("hertz", "none", True)
+    p = cj.reference_params(axial_gap=40e-6)
+    K = jnp.stack([p.stiffness, p.stiffness, p.axial_stiffness, p.axial_stiffness])
+    loads = cj.fixed_housing_loads(cfg, lambda pp: pp)
+    step = r3.make_step("verlet_predicted", MASS, INERTIA, loads, dt)
+    q0 = r3.Pose(jnp.zeros((1, 3)), jnp.array([[1.0, 0, 0, 0]]))
+    v0 = r3.Twist(jnp.array([[0.3, 0.1, 0.05]]), jnp.array([[30.0, -20.0, 300.0]]))
+    E0 = r3.kinetic_energy(MASS, INERTIA, v0)
+    s0 = r3.initial_state(r3.make_accel(MASS, INERTIA, loads), p, q0, v0, cj.initial_memory(cfg))
+
+    def step_e(pp, s, i):  # the step's output: (joint force, energy after the step, live)
+        s1, o = step(pp, s, i)
+        live = i < n
+        s1 = jax.tree_util.tree_map(lambda a, b: jnp.where(live, a, b), s1, s)
+        return s1, (o[0], r3.kinetic_energy(MASS, INERTIA, s1.v) + jnp.sum(K / 2.5 * o[0].depth ** 2.5), live)
+
+    def red(acc, o, i):
+        imp = acc[0] + jnp.where(o[2], o[0].new_impacts, 0)
+        return imp, jnp.maximum(acc[1], jnp.where(o[2], jnp.abs(o[1] / E0 - 1), 0.0))
+
+    s, (imp, err), _ = r3.run(step_e, p, s0, 4000, reduce=red, acc0=(jnp.zeros((), jnp.int32), jnp.zeros(())))
+    Lz0 = r3.angular_momentum(MASS, INERTIA, s0.q, s0.v)[2]
+    Lz1 = r3.angular_momentum(MASS, INERTIA, s.q, s.v)[2]
+    return err, Lz1 / Lz0 - 1, imp
+
+
 def test_frictionless_elastic_impacts_conserve_energy():
     """Hertz law, no friction: a spinning, tilting pin bouncing radially and axially keeps its
     energy (kinetic + Σ K δ^(n+1)/(n+1)) to O(dt²) over every step (halving dt divides the worst
     error by ≥ 3) and its angular momentum about the hole axis (every normal force passes
     through the axis or is parallel to it)."""
-    cfg = cj.Config("hertz", "none", True)
-    p = cj.reference_params(axial_gap=40e-6)
-    K = jnp.stack([p.stiffness, p.stiffness, p.axial_stiffness, p.axial_stiffness])
-    out = []
-    for dt in (1e-6, 0.5e-6):
-        n = int(round(2e-3 / dt))
-        step = r3.make_step("verlet_predicted", MASS, INERTIA, cj.fixed_housing_loads(cfg, lambda pp: pp), dt)
-        q0 = r3.Pose(jnp.zeros((1, 3)), jnp.array([[1.0, 0, 0, 0]]))
-        v0 = r3.Twist(jnp.array([[0.3, 0.1, 0.05]]), jnp.array([[30.0, -20.0, 300.0]]))
-        E0 = r3.kinetic_energy(MASS, INERTIA, v0)
-        s0 = r3.initial_state(
-            r3.make_accel(MASS, INERTIA, cj.fixed_housing_loads(cfg, lambda pp: pp)), p, q0, v0, cj.initial_memory(cfg)
-        )
-
-        def step_e(pp, s, i):  # the step's output: (joint force, energy after the step)
-            s1, o = step(pp, s, i)
-            return s1, (o[0], r3.kinetic_energy(MASS, INERTIA, s1.v) + jnp.sum(K / 2.5 * o[0].depth ** 2.5))
-
-        red = lambda acc, o, i: (acc[0] + o[0].new_impacts, jnp.maximum(acc[1], jnp.abs(o[1] / E0 - 1)))
-        s, (imp, err), _ = jax.jit(
-            lambda: r3.run(step_e, p, s0, n, reduce=red, acc0=(jnp.zeros((), jnp.int32), jnp.zeros(())))
-        )()
-        Lz0 = r3.angular_momentum(MASS, INERTIA, s0.q, s0.v)[2]
-        Lz1 = r3.angular_momentum(MASS, INERTIA, s.q, s.v)[2]
-        out.append((float(err), float(Lz1 / Lz0 - 1), int(imp)))
+    out = [tuple(float(x) for x in _energy_run(dt, int(round(2e-3 / dt)))) for dt in (1e-6, 0.5e-6)]
+    out = [(e, lz, int(n)) for e, lz, n in out]
     (e1, l1, n1), (e2, l2, n2) = out
     assert n1 >= 20 and n2 >= 20  # many impacts, radial and axial
     assert e1 < 1e-3 and e2 < e1 / 3, (e1, e2)
@@ -142,7 +154,8 @@ def test_hysteresis_laws_give_their_restitution(law, e, tol):
     cfg = cj.Config(law, "none", False)
     p = cj.reference_params(restitution=e)
     v_in = 0.2
-    (s, _, _), _ = _pin_run(cfg, p, (float(p.clearance) - 1e-6, 0, 0), (0, 0, 0), (v_in, 0, 0), 2e-8, 10000)
+    x0 = (float(p.clearance) - 1e-6, 0, 0)
+    (s, _, _), _ = jax.jit(lambda: _pin_run(cfg, p, x0, (0, 0, 0), (v_in, 0, 0), 2e-8, 10000))()  # one program
     assert float(s.q.x[0, 0]) < float(p.clearance)  # left the wall
     e_eff = -float(s.v.v[0, 0]) / v_in
     assert abs(e_eff - e) < tol, e_eff
@@ -168,6 +181,7 @@ def test_steady_tilting_moment_rests_at_the_geometric_tilt_limit():
     assert abs(theta / np.arcsin(2 * c / L) - 1) > 2e-3  # the penetration term matters at this load
 
 
+@pytest.mark.slow  # the 3D pin's and the planar joint's compiles: ~6 s on 2 cores
 def test_parallel_pin_reproduces_the_planar_clearance_joint():
     """A pin parallel to the hole axis moving in the plane (spin about its axis, friction) is the
     planar circular clearance joint with twice the stiffness (two ends in contact), with the
@@ -222,6 +236,7 @@ def test_parallel_pin_reproduces_the_planar_clearance_joint():
     assert float(jnp.max(jnp.abs(s3.v.w[0, :2]))) < 1e-9 and abs(float(s3.q.x[0, 2])) < 1e-15  # stayed parallel
 
 
+@pytest.mark.slow  # two compiles (fixed and moving housing): ~6 s on 2 cores
 def test_prescribed_housing_motion_is_galilean():
     """A housing in uniform translation (prescribed through the joint's kinematics) with the pin
     given the same extra velocity: the same contact forces and relative motion as at rest."""
@@ -269,11 +284,17 @@ def _smooth_peak_run(clearance, misalign, n=200, dt=1e-6):
     return metrics.smooth_peak(u.lse_force, u.steps), jnp.max(u.peak_force)
 
 
+# (smooth peak, peak) of one run of 200 steps: the vmap test's single runs and the slow gradient
+# test's finite differences (one compile)
+_smooth_peak = jax.jit(_smooth_peak_run)
+
+
+@pytest.mark.slow  # the batched and the single compile: ~6 s on 2 cores (the gradient test reuses the single)
 def test_vmap_equals_single_runs():
     cs = jnp.array([30e-6, 50e-6, 80e-6])
     ms = jnp.array([0.0, 1e-3, -2e-3])
-    f = jax.jit(lambda c, m: _smooth_peak_run(c, m, n=400))
-    batched = jax.jit(jax.vmap(f))(cs, ms)
+    f = _smooth_peak
+    batched = jax.jit(jax.vmap(_smooth_peak_run))(cs, ms)
     for i in range(3):
         single = f(cs[i], ms[i])
         np.testing.assert_allclose([float(x) for x in single], [float(batched[0][i]), float(batched[1][i])], rtol=1e-12)
@@ -283,9 +304,9 @@ def test_vmap_equals_single_runs():
 def test_gradient_of_the_smooth_peak_matches_finite_differences():
     """d(smooth peak contact force)/d(clearance, misalignment) by autodiff through the run vs
     central differences (the first impact of a tilted-axis pin)."""
-    f = jax.jit(lambda th: _smooth_peak_run(th[0], th[1])[0])
+    f = lambda th: _smooth_peak(th[0], th[1])[0]
     th = jnp.array([50e-6, 1.5e-3])
-    peak, g = jax.jit(jax.value_and_grad(f))(th)
+    peak, g = jax.jit(jax.value_and_grad(lambda th: _smooth_peak_run(th[0], th[1])[0]))(th)
     peak = float(peak)
     assert peak > 100.0
     # the smooth peak over discrete steps ripples when a parameter shifts the impact against the

@@ -14,8 +14,18 @@ from jaxclear.mechanisms import impact_oscillator as io
 G = 9.81
 
 
+# One cached jit (Config is a frozen dataclass: hashable, static): one compile per Config.
+_sim = jax.jit(io.simulate, static_argnums=0)
+_vsim = jax.jit(
+    jax.vmap(
+        io.simulate, in_axes=(None, io.Params(*[0 if f == "forcing_frequency" else None for f in io.Params._fields]))
+    ),
+    static_argnums=0,
+)
+
+
 def run(cfg, **kw):
-    return jax.jit(io.simulate, static_argnums=0)(cfg.validate(), io.reference_params(**kw))
+    return _sim(cfg.validate(), io.reference_params(**kw))
 
 
 # ------------------------------------------------------------------------------------------
@@ -204,13 +214,12 @@ def test_vmap_over_frequencies_equals_single_runs_and_float32():
     cfg = io.Config.periods(steps_per_period=500, n_transient=5, n_record=3, save_every=500).validate()
     om = jnp.array([20.0, 45.0, 70.0])
     p = io.reference_params()._replace(forcing_frequency=om)
-    axes = io.Params(*[0 if f == "forcing_frequency" else None for f in io.Params._fields])
-    batch = jax.jit(jax.vmap(io.simulate, in_axes=(None, axes)), static_argnums=0)(cfg, p)
+    batch = _vsim(cfg, p)
     for i in range(3):
         one = run(cfg, forcing_frequency=float(om[i]))
         np.testing.assert_allclose(batch.poincare_x[i], one.poincare_x, rtol=1e-12, atol=1e-15)
     p32 = jax.tree_util.tree_map(lambda a: a.astype(jnp.float32), io.reference_params())
-    r32 = jax.jit(io.simulate, static_argnums=0)(cfg, p32)
+    r32 = _sim(cfg, p32)
     assert r32.poincare_x.dtype == jnp.float32 and np.all(np.isfinite(r32.poincare_x))
 
 

@@ -3,6 +3,8 @@ the source's case 2 (e = 0.10 m stuck throughout, e = 0.15 m stick–slip) in bo
 the stick threshold against the rigid-ground trial method, free flight of the system centre of
 mass (parabola, conserved angular momentum), static equilibrium, convergence with dt."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,14 +16,23 @@ from jaxclear.mechanisms import plate_compactor as pc
 
 FIELDS = pc.Params._fields
 
+# Cached jits (Config is a frozen dataclass: hashable, static): one compile per distinct Config
+# (and batched keys), shared by every test that runs it.
+_sim = jax.jit(pc.simulate, static_argnums=0)
+
+
+@functools.cache
+def _vsim(keys):
+    axes = pc.Params(*[0 if f in keys else None for f in FIELDS])
+    return jax.jit(jax.vmap(pc.simulate, in_axes=(None, axes)), static_argnums=0)
+
 
 def batch(case, rows, cfg):
     """Run variants ``rows`` (list of override dicts, same keys) in one vmap."""
-    keys = sorted(rows[0])
+    keys = tuple(sorted(rows[0]))
     base = pc.source_params(case)
     p = base._replace(**{k: jnp.array([r[k] for r in rows], dtype=float) for k in keys})
-    axes = pc.Params(*[0 if f in keys else None for f in FIELDS])
-    res = jax.jit(jax.vmap(pc.simulate, in_axes=(None, axes)), static_argnums=0)(cfg.validate(), p)
+    res = _vsim(keys)(cfg.validate(), p)
     return res, {k: np.asarray(v) for k, v in pc.summary(cfg, p, res).items()}
 
 
@@ -34,9 +45,18 @@ CFG2 = pc.Config(
 )
 
 
+# case 2, e = 0.10 / 0.15 m in both senses (the stick–slip runs of the slow LCP test are rows 0, 2)
+ROWS2 = [dict(e=0.10, omega=25.0), dict(e=0.10, omega=-25.0), dict(e=0.15, omega=25.0), dict(e=0.15, omega=-25.0)]
+
+
+@functools.cache
+def _case2():
+    return batch(2, ROWS2, CFG2)
+
+
+@pytest.mark.slow  # 4 variants × 50 000 steps and their compile: ~4 s on 2 cores
 def test_case2_light_eccentric_sticks_throughout_heavy_one_switches_both_senses():
-    rows = [dict(e=0.10, omega=25.0), dict(e=0.10, omega=-25.0), dict(e=0.15, omega=25.0), dict(e=0.15, omega=-25.0)]
-    res, m = batch(2, rows, CFG2)
+    res, m = _case2()
     assert np.all(m["finite"])
     for i in (0, 1):  # e = 0.10 m: held the whole 0.5 s, the box does not creep
         assert m["slip_time_fraction"][i] == 0.0 and m["stick_slip_transitions"][i] == 0
@@ -53,11 +73,14 @@ def test_case2_light_eccentric_sticks_throughout_heavy_one_switches_both_senses(
         assert 0 < st.mean() < 1
 
 
+@pytest.mark.slow  # 2 variants × 30 000 steps and their compile: ~3.5 s on 2 cores
 def test_stick_threshold_matches_rigid_ground_trial_method():
     """Quasi-static regime (forcing far below the ground rocking mode): the box sticks when the
     rigid-ground margin min_ψ (μ0 F_N − |F_x|) is positive and slips when it is negative."""
     p = pc.source_params(2, e=0.10)
-    margin = lambda mu0: float(pc.rigid_ground_stick_margin(p._replace(mu_static=jnp.asarray(mu0))))
+    # jitted: the 40 bisection steps run one compiled margin (eagerly, op by op, ~0.1 s each)
+    margin_fn = jax.jit(lambda mu0: pc.rigid_ground_stick_margin(p._replace(mu_static=mu0)))
+    margin = lambda mu0: float(margin_fn(jnp.asarray(mu0)))
     lo, hi = 0.1, 1.0  # bisection for the critical μ0 of the trial method
     for _ in range(40):
         mid = 0.5 * (lo + hi)
@@ -87,18 +110,25 @@ def _system_com_and_momentum(p, s, t):
     return rg, vg, L
 
 
-def _flight(p, dt, n):
+@functools.partial(jax.jit, static_argnums=2)
+def _flight_scan(p, dt, n):
+    """(rg, vg, L, ΣF_N) after each of n steps at step dt (traced: one compile for every dt)."""
     cfg = pc.Config(dt=dt, n_saves=1, save_every=n, steady_start_step=0)
     step = pc.make_step(cfg)
-    s0 = pc.static_rest_state(p)
 
     def body(s, i):
         s, o = step(p, s, i)
         rg, vg, L = _system_com_and_momentum(p, s, (jnp.asarray(i, float) + 1) * dt)
         return s, (rg, vg, L, jnp.sum(o.fn))
 
-    _, out = jax.jit(lambda s: jax.lax.scan(body, s, jnp.arange(n)))(s0)
-    return map(np.asarray, _system_com_and_momentum(p, s0, 0.0)), map(np.asarray, out)
+    return jax.lax.scan(body, pc.static_rest_state(p), jnp.arange(n))[1]
+
+
+def _flight(p, dt, n):
+    # every dt runs the longest flight (20 000 steps, 0.1–0.2 s: still falling from 0.5 m) and
+    # keeps its first n steps, the same steps as a run of n
+    out = _flight_scan(p, dt, 20_000)
+    return map(np.asarray, _system_com_and_momentum(p, pc.static_rest_state(p), 0.0)), (np.asarray(x)[:n] for x in out)
 
 
 def test_free_flight_com_parabola_and_angular_momentum_converge():
@@ -109,6 +139,7 @@ def test_free_flight_com_parabola_and_angular_momentum_converge():
     errs = []
     for dt in (1e-5, 5e-6):
         n = int(round(0.1 / dt))
+        assert n <= 20_000
         (rg0, vg0, L0), (rg, vg, L, fn) = _flight(p, dt, n)
         assert np.all(fn == 0.0)
         t = (np.arange(n) + 1) * dt
@@ -121,16 +152,21 @@ def test_free_flight_com_parabola_and_angular_momentum_converge():
     assert 1.6 < v1 / v2 < 2.4 and 1.6 < y1 / y2 < 2.4 and 1.6 < l1 / l2 < 2.4
 
 
+# 10 000 steps of 1e-5 s from rest, the channels of both tests below (one compile serves the
+# static equilibrium and the stick–slip run of the regularised-friction test)
+CFG_SHORT = pc.Config(
+    dt=1e-5,
+    n_saves=100,
+    save_every=100,
+    steady_start_step=0,
+    outputs=("box_x_m", "box_y_m", "pitch_rad", "normal_force_N", "stuck", "slip_velocity_m_per_s"),
+)
+
+
 def test_static_equilibrium_with_rotor_at_rest():
-    cfg = pc.Config(
-        dt=1e-5,
-        n_saves=100,
-        save_every=100,
-        steady_start_step=0,
-        outputs=("box_x_m", "box_y_m", "pitch_rad", "normal_force_N", "stuck"),
-    )
+    cfg = CFG_SHORT
     p = pc.source_params(1, omega=0.0)
-    r = jax.jit(pc.simulate, static_argnums=0)(cfg, p)
+    r = _sim(cfg, p)
     h = {k: np.asarray(v) for k, v in r.history.items()}
     W = float((p.m1 + p.m2) * p.gravity)
     np.testing.assert_allclose(h["normal_force_N"], W, rtol=1e-6)
@@ -138,6 +174,7 @@ def test_static_equilibrium_with_rotor_at_rest():
     assert np.all(h["stuck"] == 1.0) and np.ptp(h["box_x_m"]) < 1e-10
 
 
+@pytest.mark.slow  # three compiles (n_steps is static) and 175 000 steps: ~6 s on 2 cores
 def test_case2_advance_converges_with_dt():
     """e = 0.15 m: the stick–slip advance speed agrees to 0.1 % over a 4x range of dt (what is
     left is the O(dt) timing of the stick/slip switches, of either sign)."""
@@ -146,19 +183,16 @@ def test_case2_advance_converges_with_dt():
         n = int(round(0.5 / dt))
         cfg = pc.Config(dt=dt, n_saves=100, save_every=n // 100, steady_start_step=n // 2, outputs=("stuck",))
         p = pc.source_params(2, e=0.15)
-        r = jax.jit(pc.simulate, static_argnums=0)(cfg, p)
+        r = _sim(cfg, p)
         speeds.append(float(pc.summary(cfg, p, r)["mean_advance_speed_m_per_min"]))
     assert speeds[-1] > 0.3
     assert np.ptp(speeds) < 1e-3 * abs(speeds[-1])
 
 
 def test_regularised_friction_creeps_where_stick_slip_holds():
-    cfg = pc.Config(dt=1e-5, n_saves=100, save_every=100, steady_start_step=0, outputs=("slip_velocity_m_per_s",))
     out = {}
     for fr in ("stick_slip", "regularised"):
-        r = jax.jit(pc.simulate, static_argnums=0)(
-            pc.Config(**{**cfg.__dict__, "friction": fr}), pc.source_params(2, e=0.10)
-        )
+        r = _sim(pc.Config(**{**CFG_SHORT.__dict__, "friction": fr}), pc.source_params(2, e=0.10))
         out[fr] = np.max(np.abs(np.asarray(r.history["slip_velocity_m_per_s"])))
     assert out["stick_slip"] < 1e-12 and out["regularised"] > 1e-5
 
@@ -169,8 +203,10 @@ def test_acceleration_level_lcp_reproduces_case2_stick_and_slip_phases():
     slip, ``lcp_acceleration``) and ours (impulses per step) agree on case 2: e = 0.10 m never
     slips, e = 0.15 m slips the same fraction of the time; the regularised law slips at both."""
     rows = [dict(e=0.10), dict(e=0.15)]
-    frac = {}
-    for fr in ("stick_slip", "lcp_acceleration", "regularised"):
+    # ours: the case-2 batch of the test above, e = 0.10 and 0.15 m at the source's ω = +25 rad/s
+    assert [ROWS2[i] for i in (0, 2)] == [dict(r, omega=float(pc.CASES[2]["omega"])) for r in rows]
+    frac = {"stick_slip": _case2()[1]["slip_time_fraction"][[0, 2]]}
+    for fr in ("lcp_acceleration", "regularised"):
         cfg = pc.Config(**{**CFG2.__dict__, "friction": fr, "outputs": ("stuck",)})
         _, m = batch(2, rows, cfg)
         frac[fr] = m["slip_time_fraction"]

@@ -2,6 +2,7 @@
 Static unbalance: cylindrical whirl (journals in phase), couple unbalance: conical (in opposition);
 both synchronous (whirl rate = spin speed) with the journals on the bushing wall."""
 
+import functools
 import math
 
 import numpy as np
@@ -42,6 +43,7 @@ def test_impact_velocity_reaches_the_joints():
     assert specmod.spec_hash(onset) != specmod.spec_hash(absent)
 
 
+@pytest.mark.slow  # 8000 steps of two variants through the sweep layer: ~9 s on 2 cores
 def test_static_and_couple_unbalance_whirl_cylindrical_and_conical(tmp_path):
     table, summary, hists = sweep.run(_spec(), out=tmp_path / "r", log=None, compile_cache=False)
     assert np.all(table["finite"])
@@ -124,6 +126,19 @@ def _run_rotor(cfg, p, step, s0):
     return jax.tree_util.tree_leaves(jax.jit(run)())
 
 
+@functools.cache
+def _library_run(model_items=()):
+    """(cfg.base, ``_run_rotor`` of the library's step) for _RAW with the extra model keys
+    ``model_items``; cached: the clamped run serves both tests below (one compile)."""
+    from jaxclear.mechanisms import rotor_two_bearings as rt
+
+    sp = specmod.load({**_RAW, "model": {**_RAW["model"], **dict(model_items)}})
+    cfg = rt.make_config(sp, 2e-3)
+    p = rt.params(sp, cfg, sweep.flat_values(sp), np.float64, 2e-3)
+    return cfg.base, _run_rotor(cfg, p, rt.make_step(cfg), rt.initial_state(cfg, p))
+
+
+@pytest.mark.slow  # two compiles of the 3D rotor step (written out, library): ~12 s on 2 cores
 def test_clamped_frame_is_todays_model_bit_for_bit():
     """Without the base keys the step is the clamped-frame model (today's loads written out) bit
     for bit."""
@@ -163,29 +178,28 @@ def test_clamped_frame_is_todays_model_bit_for_bit():
         jnp.zeros(8),
     )
     ref = _run_rotor(cfg, p, rigid3d.make_step(cfg.scheme, mass, inertia, loads, cfg.dt), s0)
-    ours = _run_rotor(cfg, p, rt.make_step(cfg), rt.initial_state(cfg, p))
+    base, ours = _library_run()  # the same spec (_RAW) and t_end: the library's clamped run
+    assert not base
     assert float(np.max(ref[4])) > 10.0  # the journals have hit the bushings
     for a, b in zip(ref, ours):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.slow  # the moving-frame compile (the clamped run is shared with the test above): ~4 s
 def test_frame_at_rest_on_the_moving_frame_path_is_the_clamped_model():
     """The base keys given with A = 0 (the moving-frame path at rest) equal the clamped model to
     rounding."""
-    from jaxclear.mechanisms import rotor_two_bearings as rt
-
     out = []
     for model in ({}, {"base_amplitude_m": 0.0, "base_frequency_hz": 50.0}):
-        sp = specmod.load({**_RAW, "model": {**_RAW["model"], **model}})
-        cfg = rt.make_config(sp, 2e-3)
-        assert cfg.base == bool(model)
-        p = rt.params(sp, cfg, sweep.flat_values(sp), np.float64, 2e-3)
-        out.append(_run_rotor(cfg, p, rt.make_step(cfg), rt.initial_state(cfg, p)))
+        base, run = _library_run(tuple(model.items()))
+        assert base == bool(model)
+        out.append(run)
     assert float(np.max(out[0][4])) > 10.0
     for a, b in zip(*out):
         np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-9 * max(float(np.max(np.abs(a))), 1e-30))
 
 
+@pytest.mark.slow  # 8000 steps of two variants through the sweep layer: ~8 s on 2 cores
 def test_base_excitation_bearing_force_follows_the_frame_and_lifts_off_above_g(tmp_path):
     """Frame y_b = A sin(2π f t) at f = 50 Hz (far below the rotor-on-contact resonance, ~1 kHz),
     the rotor not spinning, no unbalance, resting on the bottom under gravity.  A (2π f)² = g/2:

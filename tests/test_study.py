@@ -116,6 +116,7 @@ FOUR_BAR = {
 }
 
 
+@pytest.mark.slow  # forward-mode and plain compiles of the four-bar: ~9 s on 2 cores
 def test_four_bar_sensitivity_matches_central_differences():
     keys = ["joint.clearance_m", "laws.restitution"]
     res = S.compute(specmod.load(FOUR_BAR), keys, mode="forward")
@@ -147,6 +148,7 @@ OSC = {
 }
 
 
+@pytest.mark.slow  # sensitivity, metric and Levenberg–Marquardt compiles: ~10 s on 2 cores
 def test_impact_oscillator_sensitivity_and_identification():
     """Without impacts (a wide gap) and with the friction sliding throughout, the peak displacement is
     smooth in the force amplitude: AD = central FD; then the amplitude is identified from a
@@ -188,25 +190,23 @@ def test_identify_signal_must_be_a_channel_of_the_mechanism():
 
 def test_one_reference_sample_count_for_the_whole_sweep():
     """The amplification reference of a variant does not depend on the chunk it falls in."""
+    # 1000 rpm alone in the second chunk (with the padding) against 1000 rpm sharing its chunk
+    # with the fastest variant; one chunk size for both sweeps, so both run one compiled chunk
     d = {
         "sweep": {"name": "ref"},
-        "integrator": {"t_end_s": 0.0004, "chunk_size": 1, "save_every": 50},
+        "integrator": {"t_end_s": 0.0004, "chunk_size": 2, "save_every": 50},
         "outputs": {"plots": False, "histories": []},
-        "axes": {"model.crank_speed_rpm": {"values": [5000.0, 1000.0]}},
+        "axes": {"model.crank_speed_rpm": {"values": [5000.0, 3000.0, 1000.0]}},
     }
     pl = sweep.plan(specmod.load(d))
     assert pl.cfg.ideal_samples == pl.mech.n_ideal_samples(5000.0 * (2 * np.pi / 60), pl.t_end)
     table = sweep.run(d, log=None, compile_cache=False)[0]
     alone = sweep.run(
-        {
-            **d,
-            "axes": {"model.crank_speed_rpm": {"values": [1000.0, 5000.0]}},
-            "integrator": {**d["integrator"], "chunk_size": 2},
-        },
+        {**d, "axes": {"model.crank_speed_rpm": {"values": [1000.0, 5000.0]}}},
         log=None,
         compile_cache=False,
     )[0]
-    np.testing.assert_allclose(table["ideal_peak_reaction_N"], alone["ideal_peak_reaction_N"][::-1], rtol=1e-13)
+    np.testing.assert_allclose(table["ideal_peak_reaction_N"][[2, 0]], alone["ideal_peak_reaction_N"], rtol=1e-13)
     assert study.of(specmod.load(d), pl).primary == "smooth_peak_contact_force_N"
 
 

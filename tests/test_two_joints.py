@@ -33,6 +33,7 @@ def runs():
     return _run("one_joint_slider_crank", CLEARANCES), _run("two_joints_slider_crank", CLEARANCES)
 
 
+@pytest.mark.slow  # the module's two sweeps (6 copies × 96 ms each, two compiles): ~11 s on 2 cores
 def test_two_joints_raise_the_peaks(runs):
     # Zheng et al.: "multiple clearance joints increase the peaks of the slider acceleration and of
     # the contact force considerably".  Measured at c = 0.25 mm (means over the six copies, before
@@ -45,6 +46,7 @@ def test_two_joints_raise_the_peaks(runs):
     assert np.all(one["finite"]) and np.all(two["finite"])
 
 
+@pytest.mark.slow  # the same two sweeps (module fixture)
 def test_journal_motion_is_classified_per_joint(runs):
     # Zheng et al.: with two clearance joints the rod–slider journal (joint 3) flies freely more and
     # over a wider range, the crank–rod journal (joint 2) stays mainly in contact.

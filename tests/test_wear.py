@@ -1,5 +1,8 @@
 """Archard wear of the bushing profile (jaxclear.wear): volume, symmetry, zero wear."""
 
+import functools
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -7,6 +10,10 @@ import pytest
 from jaxclear import profiles, wear
 
 RJ, RB, N = 10.0e-3, 10.1e-3, 72
+
+# One compile of the increment for every direct call below (op by op it costs ~2 s of first-use
+# compiles of its primitives).
+_increment = jax.jit(wear.increment)
 
 
 @pytest.mark.parametrize("angle_deg", [-90.0, -87.5, 33.0])
@@ -18,7 +25,7 @@ def test_a_pin_pressed_and_sliding_removes_the_archard_volume(angle_deg):
     a = np.deg2rad(angle_deg)
     centre = (RB - RJ + 20e-6) * jnp.array([np.cos(a), np.sin(a)])  # 20 µm into the bore
     k, F, v, dt, L, n = 1e-13, 500.0, 0.3, 1e-5, 0.02, 1000
-    depth = n * wear.increment(pts, centre, RJ, F, v, dt, k, L)
+    depth = n * _increment(pts, centre, RJ, F, v, dt, k, L)
     assert int(jnp.sum(depth > 0)) >= 3  # a contact arc, not a point
     np.testing.assert_allclose(float(wear.worn_volume(pts, depth, L)), k * F * v * n * dt, rtol=1e-12)
     # the deepest wear faces the pin
@@ -30,7 +37,7 @@ def test_a_pin_pressed_and_sliding_removes_the_archard_volume(angle_deg):
 def test_a_load_symmetric_about_an_axis_wears_a_symmetric_profile():
     pts = profiles.circle(RB, N)  # points at 2πk/N: symmetric about the y axis for even N
     centre = jnp.array([0.0, -(RB - RJ + 15e-6)])
-    depth = np.asarray(wear.increment(pts, centre, RJ, 800.0, 0.5, 1e-5, 1e-13, 0.02))
+    depth = np.asarray(_increment(pts, centre, RJ, 800.0, 0.5, 1e-5, 1e-13, 0.02))
     mirror = [(N // 2 - k) % N for k in range(N)]  # θ → π − θ
     np.testing.assert_allclose(depth, depth[mirror], rtol=1e-12, atol=0.0)
     assert depth.max() > 0
@@ -39,17 +46,17 @@ def test_a_load_symmetric_about_an_axis_wears_a_symmetric_profile():
 def test_zero_wear_coefficient_and_no_contact_leave_the_profile_bit_identical():
     pts = profiles.circle(RB, N)
     centre = jnp.array([0.0, -(RB - RJ + 15e-6)])
-    zero = wear.increment(pts, centre, RJ, 800.0, 0.5, 1e-5, 0.0, 0.02)
+    zero = _increment(pts, centre, RJ, 800.0, 0.5, 1e-5, 0.0, 0.02)
     assert np.array_equal(np.asarray(wear.worn_points(pts, zero)), np.asarray(pts))
-    free = wear.increment(pts, jnp.zeros(2), RJ, 800.0, 0.5, 1e-5, 1e-13, 0.02)  # centred: no contact
+    free = _increment(pts, jnp.zeros(2), RJ, 800.0, 0.5, 1e-5, 1e-13, 0.02)  # centred: no contact
     assert not np.any(np.asarray(free))
 
 
-def _window(k_w=1e-13):
+@functools.cache
+def _window_fn():
     """One steady crank revolution (after one of start-up) of the Flores slider-crank at 5000 rpm,
-    c = 0.1 mm, 72-point bushing, wear on: (window(points), the initial points)."""
-    import jax
-
+    c = 0.1 mm, 72-point bushing, wear on: jitted f(points, k_w) with the wear coefficient
+    traced, so the worn and the zero-wear windows share one compile."""
     from jaxclear import joints
     from jaxclear.mechanisms import slider_crank as sc
 
@@ -57,14 +64,21 @@ def _window(k_w=1e-13):
     T = 2 * 60 / 5000
     cfg = sc.Config(dt=1e-6, n_saves=24, save_every=1000, joint=jc, outputs=(), wear=True)
     p0 = sc.benchmark_params(clearance=0.1e-3, points=profiles.circle(RB, N), steady_start=T / 2)
-    p0 = p0._replace(joint=p0.joint._replace(wear_coefficient=jnp.asarray(k_w), bushing_length=jnp.asarray(0.02)))
+    p0 = p0._replace(joint=p0.joint._replace(bushing_length=jnp.asarray(0.02)))
 
     @jax.jit
-    def window(pts):
-        r = sc.simulate(cfg, p0._replace(joint=p0.joint._replace(points=pts)))
+    def window(pts, k_w):
+        r = sc.simulate(cfg, p0._replace(joint=p0.joint._replace(points=pts, wear_coefficient=k_w)))
         return r.wear[0], {"peak_contact_force_N": r.acc.peak_force[0]}
 
     return window, p0.joint.points
+
+
+def _window(k_w=1e-13):
+    """(window(points), the initial points) of ``_window_fn`` at wear coefficient k_w."""
+    window, pts = _window_fn()
+    k = jnp.asarray(k_w, dtype=pts.dtype)
+    return (lambda points: window(points, k)), pts
 
 
 def test_the_evolved_profile_converges_at_first_order_in_the_cycles_per_update():
@@ -90,6 +104,7 @@ def test_the_evolved_profile_converges_at_first_order_in_the_cycles_per_update()
     assert all(a > 2.0 * b for a, b in zip(err, err[1:])) and err[-1] < 0.005, err
 
 
+@pytest.mark.slow  # 32 windows of 24 000 steps of a 72-point bushing: ~8 s on 2 cores
 def test_the_mechanism_evolution_converges_to_its_impact_scatter():
     # The Flores slider-crank (5000 rpm, c = 0.1 mm): 4000 cycles (~24 µm) in 2, 4, 8 and 16
     # updates.  Its window is one cycle of a chaotic impact sequence, so the profile converges
@@ -114,6 +129,7 @@ def test_the_mechanism_evolution_converges_to_its_impact_scatter():
     )
 
 
+@pytest.mark.slow  # a sweep of 2 × 24 000 steps on a 72-point bushing, its compile: ~7 s on 2 cores
 def test_a_sweep_reports_the_wear_rates_and_they_scale_with_the_coefficient():
     # [wear] in a spec: the steady window's wear per crank cycle in metrics.csv; Archard's law is
     # linear in k_w (the dynamics do not see the wear within a run), so doubling it doubles the
