@@ -1,6 +1,8 @@
 """The finite particle method engine (jaxclear.fpm): beam statics and dynamics against
 Euler–Bernoulli, objectivity, energy conservation, the lumping of a link's mass and inertia."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -44,17 +46,29 @@ def _beam(n, clamped=True, forces=None, damping=0.0, gravity=0.0):
     return topo, p
 
 
+def _keep(acc, out, i):
+    return acc
+
+
+def _tip_y(out):
+    return out[2].nodes[-1, 1]
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
+def _simulate(topo, dt, n_saves, k, save, p, state0):
+    # one cached jit for every run of the module (Topology hashable, the rest static Python
+    # values): equal beams over the same steps share one compile whatever their loads
+    q0, v0, aux0 = state0
+    a0, _, _ = fpm._accel_out(topo, p, q0, v0, aux0, 0.0)
+    step = fpm.make_step(topo, dt)
+    return integrate.simulate(step, p, integrate.State(q0, v0, a0, aux0), jnp.zeros(()), _keep, n_saves, k, save=save)
+
+
 def _run(topo, p, dt, n_steps, save_every=None, state0=None):
     """Final state and (optionally) the tip's y every ``save_every`` steps."""
-    step = fpm.make_step(topo, dt)
-    q0, v0, aux0 = fpm.initial_state(topo, p) if state0 is None else state0
-    a0, _, _ = fpm._accel_out(topo, p, q0, v0, aux0, 0.0)
-    s0 = integrate.State(q0, v0, a0, aux0)
+    state0 = fpm.initial_state(topo, p) if state0 is None else state0
     k = save_every or n_steps
-    save = (lambda out: out[2].nodes[-1, 1]) if save_every else None
-    s, _, hist = jax.jit(
-        lambda p: integrate.simulate(step, p, s0, jnp.zeros(()), lambda a, o, i: a, n_steps // k, k, save=save)
-    )(p)
+    s, _, hist = _simulate(topo, float(dt), n_steps // k, k, _tip_y if save_every else None, p, state0)
     return s, hist
 
 
@@ -134,6 +148,7 @@ def test_cantilever_under_its_weight_converges_to_wL4_over_8EI():
     assert -2.4 < slope < -1.6, (errs, slope)  # second order in the element length
 
 
+@pytest.mark.slow  # relaxation and release of three beams, up to 280000 steps (physics, kept in full)
 def test_first_bending_frequency_converges_to_euler_bernoulli():
     w_exact = 1.8751040687**2 * np.sqrt(E * IZ / (RHO * A * L**4))  # 51.2 rad/s
     errs = []
@@ -162,7 +177,8 @@ def test_rigid_motion_of_a_bent_beam_changes_no_internal_force():
     forces = np.zeros((n + 1, 2))
     forces[-1, 1] = -50.0
     topo, p = _beam(n, forces=forces, damping=80.0)
-    s, _ = _run(topo, p, _dt(topo, p), 20000)
+    # relaxed over 1 s as the tip-load test's n = 4 beam (its compiled function): any bent state will do
+    s, _ = _run(topo, p, _dt(topo, p), int(1.0 / _dt(topo, p)))
     q = s.q
     N, Ma, Mb, F, T = fpm.element_forces(topo, p, q)
     assert float(jnp.max(jnp.abs(Ma))) > 1.0  # bent
@@ -328,6 +344,7 @@ def test_stiff_fpm_slider_crank_reproduces_the_hand_derived_model():
             assert hand > 1000.0 and abs(float(pk) / hand - 1.0) < 0.02, (float(pk), hand)
 
 
+@pytest.mark.slow  # a 20 ms run of its own topology (physics, kept in full)
 def test_undriven_frictionless_four_bar_conserves_energy():
     # A flexible four-bar (ideal pins, no driver, no gravity, no damping) thrown into motion at
     # its rigid velocities with the crank at 20 rad/s: kinetic + strain energy constant to 1e-3

@@ -1,6 +1,7 @@
 """model.mechanism = "linkage": a linkage declared in the spec (finite particle method)."""
 
 import copy
+import functools
 import tomllib
 from pathlib import Path
 
@@ -144,10 +145,7 @@ def test_gradients_of_the_smooth_peak_contact_force_match_finite_differences():
 def test_link_loads_are_columns_and_channels():
     # the rod's largest bending moment and axial force over the run (metrics) and at each save
     # (histories): the maxima of the saved channel never exceed the per-step peak
-    raw = _short(SC, **{"integrator.t_end_s": 0.0016})
-    raw["integrator"]["steady_revolutions"] = 0.01
-    raw["outputs"]["histories"] = ["rod_bending_moment_N_m", "rod_axial_force_N"]
-    table, _, hist = sweep.run(specmod.load(raw), log=lambda *a, **k: None)
+    table, hist = _loaded_run(("O", "B"), rest=False)
     for col, ch in (
         ("peak_bending_moment_rod_N_m", "rod_bending_moment_N_m"),
         ("peak_axial_force_rod_N", "rod_axial_force_N"),
@@ -157,6 +155,55 @@ def test_link_loads_are_columns_and_channels():
 
 
 ELEMENT_LOADS = ("axial_force_N", "bending_moment_start_N_m", "bending_moment_end_N_m")
+P_PULL, Q_LOAD, R_CRANK, N_EL = 100.0, 10.0, 0.05, 4
+ANGLES = ["crank_angle_rad", "link_crank_angle_rad", "link_rod_angle_rad", "rod_angle_rad", "O_x_m", "O_y_m"]
+ANGLES += ["B_x_m", "B_y_m"]
+PER_ELEMENT = {
+    f"{link}_element_{k}_{q}": (link, k, q)
+    for link in ("crank", "rod")
+    for k in range(1, N_EL + 1)
+    for q in ELEMENT_LOADS
+}
+WHOLE = [f"{link}_{q}" for link in ("crank", "rod") for q in ("bending_moment_N_m", "axial_force_N")]
+
+
+@functools.cache
+def _loaded_run(crank_points, rest):
+    """(metrics, histories) of the slider-crank with steel links of four elements each (the
+    paper's lumping, no gravity, dt = 3e-7 s over 1 ms, a save every 250 steps) and every element,
+    link, angle and point channel.  ``rest``: held still (1 rpm after a 1000 s ramp), damped, a
+    pull P along +x at C and a load Q along −y at B (the statics); else driven (1000 rpm reached
+    in 5 ms) and loaded at B by 2000 N along −y.  Speeds, loads and damping are traced values:
+    both runs of one crank declaration share one compiled function."""
+    values = (
+        {
+            "model.crank_speed_rpm": 1.0,
+            "model.ramp_time_s": 1000.0,
+            "model.damping_per_s": 2.0e4,
+            "points.B.force_y_N": -Q_LOAD,
+            "points.C.force_x_N": P_PULL,
+        }
+        if rest
+        else {"points.B.force_y_N": -2000.0}
+    )
+    raw = _short(
+        SC,
+        **{
+            "model.exact_lumping": "false",
+            "model.gravity_m_per_s2": 0.0,
+            "links.crank.elements": N_EL,
+            "links.crank.youngs_modulus_Pa": 2.07e11,
+            "links.rod.youngs_modulus_Pa": 2.07e11,
+            "integrator.t_end_s": 0.001,
+            "integrator.dt_s": 3e-7,
+            "integrator.save_every": 250,  # 14 saves: 3500 steps, the end at 1.05 ms
+            **values,
+        },
+    )
+    raw["links"]["crank"]["points"] = list(crank_points)
+    raw["outputs"]["histories"] = list(PER_ELEMENT) + WHOLE + ANGLES
+    table, _, hist = sweep.run(specmod.load(raw), log=lambda *a, **k: None)
+    return table, hist
 
 
 @pytest.mark.parametrize("crank_points", [["O", "B"], pytest.param(["B", "O"], marks=pytest.mark.slow)])
@@ -168,36 +215,9 @@ def test_element_loads_of_a_loaded_linkage_at_rest_match_statics(crank_points):
     # from −Q r at O to 0 at B (hogging), i.e. −Q(r − s) at a distance s from O along O→B, and
     # +Q s at a distance s from B when the crank is declared B→O (elements numbered from the
     # first point, s and so the moment's sign turned round).
-    P, Q, r, n = 100.0, 10.0, 0.05, 4
-    raw = _short(
-        SC,
-        **{
-            "model.crank_speed_rpm": 1.0,
-            "model.ramp_time_s": 1000.0,
-            "model.exact_lumping": "false",
-            "model.gravity_m_per_s2": 0.0,
-            "model.damping_per_s": 2.0e4,
-            "links.crank.elements": n,
-            "links.crank.youngs_modulus_Pa": 2.07e11,
-            "links.rod.youngs_modulus_Pa": 2.07e11,
-            "points.B.force_y_N": -Q,
-            "points.C.force_x_N": P,
-            "integrator.t_end_s": 0.001,
-            "integrator.dt_s": 3e-7,
-            "integrator.save_every": 500,
-        },
-    )
-    raw["links"]["crank"]["points"] = crank_points
-    per = {
-        f"{link}_element_{k}_{q}": (link, k, q)
-        for link in ("crank", "rod")
-        for k in range(1, n + 1)
-        for q in ELEMENT_LOADS
-    }
-    whole = [f"{link}_{q}" for link in ("crank", "rod") for q in ("bending_moment_N_m", "axial_force_N")]
-    raw["outputs"]["histories"] = list(per) + whole
-    _, _, hist = sweep.run(specmod.load(raw), log=lambda *a, **k: None)
-    last = {c: float(hist[c][0][-1]) for c in per}
+    P, Q, r, n = P_PULL, Q_LOAD, R_CRANK, N_EL
+    _, hist = _loaded_run(tuple(crank_points), rest=True)
+    last = {c: float(hist[c][0][-1]) for c in PER_ELEMENT}
     forward = crank_points[0] == "O"
     for k in range(1, n + 1):
         s0, s1 = (k - 1) * r / n, k * r / n  # the element's ends' distances from the first point
@@ -250,15 +270,51 @@ def test_element_channels_are_plotted_with_their_units():
     assert plots._name_unit("rod_element_2_axial_force_N") == ("rod element 2 axial force", "N")
 
 
-def test_a_start_at_speed_reproduces_the_flores_first_impact():
-    # model.ramp_time_s = 0: every particle starts at the rigid ideal mechanism's velocity (crank
-    # at 5000 rpm at top dead centre, journal centred), as slider_crank does; the first impact
-    # (at ~0.23 ms) of the stiff linkage against the hand-derived model (46.8 kN).
+def _flores_raw():
+    """The shipped linkage (crank at 5000 rpm) started at speed, over the first impact (0.4 ms)."""
     raw = copy.deepcopy(SC)
     raw.pop("axes")
     raw["model"].update(ramp_time_s=0.0, exact_lumping=True)
     raw["integrator"].update(t_end_s=4e-4, dt_s=4e-8, save_every=500, steady_revolutions=0.01)
     raw["outputs"] = {"histories": ["rod_angular_velocity_rad_per_s"], "plots": False}
+    return raw
+
+
+def test_a_start_at_speed_starts_every_particle_at_the_rigid_mechanisms_velocity():
+    # model.ramp_time_s = 0, crank at top dead centre (along +x): the crank's particles at ω × x,
+    # the rod's at v_B + ω_rod × (x − x_B) with ω_rod = −r ω / L, the slider at rest; checked on
+    # the start state itself (nothing compiled), the run is test_a_start_at_speed_reproduces_...
+    from jaxclear.mechanisms import linkage
+
+    with pytest.warns(UserWarning, match="a start at speed loads the elastic links suddenly"):
+        spec = specmod.load(_flores_raw())
+    pl = sweep.plan(spec)
+    p = sweep.params_from_flat(spec, pl.cfg, sweep.flat_values(spec), jax.numpy.float64, pl.t_end)
+    q, v, _ = linkage._initial_state(pl.cfg, p)
+    x, vn, wr = np.asarray(q.nodes), np.asarray(v.nodes), np.asarray(v.rotations)
+    w, r, L = 5000 * 2 * np.pi / 60, 0.05, 0.12
+    w_rod, x_b = -r * w / L, np.array([r, 0.0])
+    turn = lambda om, d: om * np.array([-d[1], d[0]])  # ω ẑ × d
+    lay = pl.cfg.layout
+    tol = 1e-9 * w * r
+    for link, om, v_of in (
+        ("crank", w, lambda xn: turn(w, xn)),
+        ("rod", w_rod, lambda xn: turn(w, x_b) + turn(w_rod, xn - x_b)),
+    ):
+        for node, rot in lay.particles(link):
+            np.testing.assert_allclose(vn[node], v_of(x[node]), rtol=0, atol=tol, err_msg=link)
+            assert abs(wr[rot] - om) < 1e-9 * w, (link, wr[rot], om)
+    node, rot = lay.body("slider")
+    np.testing.assert_allclose(vn[node], 0.0, atol=tol)
+    assert abs(wr[rot]) < 1e-9 * w
+
+
+@pytest.mark.slow  # a 10000-step stiff linkage run and the hand-derived model (physics, kept in full)
+def test_a_start_at_speed_reproduces_the_flores_first_impact():
+    # model.ramp_time_s = 0: every particle starts at the rigid ideal mechanism's velocity (crank
+    # at 5000 rpm at top dead centre, journal centred), as slider_crank does; the first impact
+    # (at ~0.23 ms) of the stiff linkage against the hand-derived model (46.8 kN).
+    raw = _flores_raw()
     table, _, hist = sweep.run(specmod.load(raw), log=lambda *a, **k: None)
     # the rod starts at the ideal rate −r ω / L (crank along +x)
     w_rod = -0.05 * 5000 * 2 * np.pi / 60 / 0.12
@@ -382,37 +438,16 @@ def test_a_particle_without_a_positive_mass_is_refused_by_the_step_check_naming_
 
 def test_a_link_named_crank_gives_the_crank_angle_and_its_chord_angle_on_separate_channels():
     # crank_angle_rad stays the crank angle (the driven particle: the ramp's θ = ω t²/(2 T) exactly);
-    # the link's chord angle is link_crank_angle_rad (atan2 of B − O). The crank, exact-lumped over
-    # 2 elements (feasible), flexible and loaded at B, bends: the two differ, and the run goes through.
-    raw = _short(
-        SC,
-        **{
-            "links.crank.elements": 2,
-            "links.crank.youngs_modulus_Pa": 2.07e11,
-            "points.B.force_y_N": -2000.0,
-            "integrator.t_end_s": 0.0016,
-            "integrator.dt_s": 3.5e-8,
-        },
-    )
-    raw["integrator"]["steady_revolutions"] = 0.01
-    raw["outputs"]["histories"] = [
-        "crank_angle_rad",
-        "link_crank_angle_rad",
-        "link_rod_angle_rad",
-        "rod_angle_rad",
-        "O_x_m",
-        "O_y_m",
-        "B_x_m",
-        "B_y_m",
-    ]
+    # the link's chord angle is link_crank_angle_rad (atan2 of B − O). The crank, flexible (steel,
+    # four elements) and loaded at B, bends: the two differ, and the run goes through.
     from jaxclear.mechanisms import linkage
 
-    doc = linkage.output_channels(raw)
+    doc = linkage.output_channels(_short(SC))
     assert doc["crank_angle_rad"].startswith("crank angle θ") and "link_crank_angle_rad" in doc["crank_angle_rad"]
     assert doc["link_crank_angle_rad"].startswith("crank chord angle")
-    _, _, hist = sweep.run(specmod.load(raw), log=lambda *a, **k: None)
-    h = {k: np.asarray(hist[k][0]) for k in raw["outputs"]["histories"]}
-    t = np.arange(1, len(h["crank_angle_rad"]) + 1) * 500 * 3.5e-8
+    _, hist = _loaded_run(("O", "B"), rest=False)
+    h = {k: np.asarray(hist[k][0]) for k in ANGLES}
+    t = np.arange(1, len(h["crank_angle_rad"]) + 1) * 250 * 3e-7
     np.testing.assert_allclose(h["crank_angle_rad"], 1000 * np.pi / 30 * t**2 / (2 * 0.005), rtol=1e-9)
     chord = np.arctan2(h["B_y_m"] - h["O_y_m"], h["B_x_m"] - h["O_x_m"])
     np.testing.assert_allclose(h["link_crank_angle_rad"], chord, atol=1e-12)

@@ -13,6 +13,8 @@ from jaxclear import spec as specmod
 from jaxclear.spec import SpecError
 
 R = 10e-3
+# regions found for each pin centre, over a batch of centres (jitted once per shape)
+_N_REGIONS = jax.jit(jax.vmap(lambda pts, c: contact.detect(pts, c, R, 16).n_regions, in_axes=(None, 0)))
 
 
 def _raw(profile, axes=None, steps=1500, joint=None):
@@ -81,8 +83,8 @@ def test_the_failing_test_is_not_a_false_alarm_and_the_bound_holds(pts):
     b = contact.region_bound(pts, R)
     cs = np.random.default_rng(0).uniform(-1.2e-3, 1.2e-3, (8000, 2))
     depth = R - np.min(np.linalg.norm(pts[None] - cs[:, None], axis=-1), axis=-1)
-    cs = cs[depth < 1e-4]
-    n = np.asarray(jax.vmap(lambda c: contact.detect(pts, c, R, 16).n_regions)(cs))
+    # every position detected (one shape: one compile for both profiles), the deep ones then dropped
+    n = np.asarray(_N_REGIONS(pts, cs))[depth < 1e-4]
     assert n.max() >= 2 and n.max() <= b.slots
 
 

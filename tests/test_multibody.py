@@ -355,7 +355,7 @@ def test_point_force_virtual_work():
     q = jnp.array([0.1, -0.2, 0.7, 1.0, 2.0, -1.3])
     s, F = jnp.array([0.3, -0.05]), jnp.array([2.0, -5.0])
     Q = mb.point_force(q, 1, s, F)
-    Jp = jax.jacfwd(lambda qq: mb.point_position(qq, 1, s))(q)
+    Jp = jax.jit(jax.jacfwd(lambda qq: mb.point_position(qq, 1, s)))(q)  # one compile, not op by op
     np.testing.assert_allclose(Q, Jp.T @ F, atol=1e-14)
     assert np.all(np.asarray(Q[:3]) == 0)
     np.testing.assert_allclose(mb.point_force(q, -1, s, F), 0.0)
@@ -365,7 +365,7 @@ def test_point_force_virtual_work():
     # free body, no joints: q̈ = M⁻¹(Q + Q_grav)
     free = mb.System(2, ())
     p = mb.make_params([2.0, 3.0], [0.1, 0.2])
-    qdd, lam = mb.solve_accelerations(free, p, q, qd, 0.0, Q)
+    qdd, lam = jax.jit(mb.solve_accelerations, static_argnums=0)(free, p, q, qd, 0.0, Q)
     assert lam.shape == (0,)
     arm = np.asarray(mb.point_position(q, 1, s) - q[3:5])
     np.testing.assert_allclose(qdd[3:5], np.asarray(F) / 3.0 + np.array([0, -9.81]), atol=1e-13)

@@ -3,9 +3,11 @@ et al. 2013's reduced Torsen test) through the sweep layer: spec checks, store, 
 plan, and the physics of the loaded planet (it rests on the wall on the side of the mesh load,
 friction angle included, crosses over on the reversal, tilt within the geometric limit)."""
 
+import dataclasses
 import json
 import math
 
+import jax
 import numpy as np
 import pytest
 
@@ -58,12 +60,14 @@ def test_spec_errors_name_the_field():
         sweep.plan(specmod.load({**_spec(), "integrator": {"dt_s": 1e-4}}))
 
 
-def _first_impacts(model=None, laws=None, t_end=3e-3, outputs=(), integrator=None):
-    """(Result, params, cfg) of one variant run by simulate (no sweep layer)."""
-    import dataclasses
+# one jit for every run of the module: the Config (a frozen dataclass of static values) is the
+# static argument, so the runs with equal configs share one trace and one compile
+_SIM = jax.jit(pp.simulate, static_argnums=0)
+CHANNELS = ("top_x_m", "contact_force_N")  # the channels of the 1.5 ms runs (one Config for them)
 
-    import jax
 
+def _setup(model=None, laws=None, t_end=3e-3, outputs=(), integrator=None):
+    """(params, cfg) of one variant (no sweep layer)."""
     sp = specmod.load(
         {
             "model": {
@@ -78,15 +82,24 @@ def _first_impacts(model=None, laws=None, t_end=3e-3, outputs=(), integrator=Non
         }
     )
     cfg = dataclasses.replace(pp.make_config(sp, t_end), outputs=tuple(outputs))
-    p = pp.params(sp, cfg, sweep.flat_values(sp), np.float64, t_end)
-    return jax.jit(lambda p: pp.simulate(cfg, p))(p), p, cfg
+    return pp.params(sp, cfg, sweep.flat_values(sp), np.float64, t_end), cfg
 
 
+def _first_impacts(model=None, laws=None, t_end=3e-3, outputs=(), integrator=None):
+    """(Result, params, cfg) of one variant run by simulate (no sweep layer)."""
+    p, cfg = _setup(model, laws, t_end, outputs, integrator)
+    return _SIM(cfg, p), p, cfg
+
+
+def test_impact_velocity_key_is_checked():
+    with pytest.raises(specmod.SpecError, match=r"laws.impact_velocity = 'max'; allowed: episode_max, onset"):
+        specmod.load({**_spec(), "laws": {"impact_velocity": "max"}})
+
+
+@pytest.mark.slow  # two 3000-step runs, one compile per (static) rule
 def test_impact_velocity_key_onset_and_episode_max():
     from jaxclear import metrics
 
-    with pytest.raises(specmod.SpecError, match=r"laws.impact_velocity = 'max'; allowed: episode_max, onset"):
-        specmod.load({**_spec(), "laws": {"impact_velocity": "max"}})
     peaks = {}
     for iv in ("episode_max", "onset"):
         r, _, cfg = _first_impacts(laws={"impact_velocity": iv})
@@ -98,16 +111,22 @@ def test_impact_velocity_key_onset_and_episode_max():
 
 
 def test_static_exponent_when_fixed_and_the_traced_path_otherwise():
-    """laws.exponent fixed by the spec becomes static (δ^1.5 as δ·√δ): the same run as the pow
-    path to rounding; swept, or a key of a sensitivity or an identification (the spec's
-    ``_traced``), it stays a traced value."""
-    import dataclasses
-
-    import jax
-
-    r, p, cfg = _first_impacts(t_end=1.5e-3, outputs=("contact_force_N",))
+    """laws.exponent fixed by the spec becomes static (δ^1.5 as δ·√δ); swept, or a key of a
+    sensitivity or an identification (the spec's ``_traced``), it stays a traced value."""
+    _, cfg = _setup(t_end=1.5e-3, outputs=CHANNELS)
     assert cfg.exponent == 1.5 and cfg.joint.exponent == 1.5
-    r0 = jax.jit(lambda p: pp.simulate(dataclasses.replace(cfg, exponent=None), p))(p)
+    sp = specmod.load({**_spec(), "axes": {"laws.exponent": {"values": [1.4, 1.5]}}})
+    assert sweep.plan(sp).cfg.exponent is None
+    sp = specmod.load({**_spec(), "axes": {}})
+    assert sweep.plan(sp).cfg.exponent == 1.5 and sweep.plan({**sp, "_traced": ("laws.exponent",)}).cfg.exponent is None
+
+
+@pytest.mark.slow  # the static and the pow path: two compiles (the first shared with the carrier test)
+def test_static_exponent_is_the_pow_path_to_rounding():
+    """The static exponent's run (δ·√δ) is the pow path's (δ^n, n traced) to rounding."""
+    r, p, cfg = _first_impacts(t_end=1.5e-3, outputs=CHANNELS)
+    assert cfg.exponent == 1.5
+    r0 = _SIM(dataclasses.replace(cfg, exponent=None), p)
     assert float(np.max(r0.history["contact_force_N"])) > 100.0
     np.testing.assert_allclose(
         r.history["contact_force_N"],
@@ -115,23 +134,15 @@ def test_static_exponent_when_fixed_and_the_traced_path_otherwise():
         rtol=1e-9,
         atol=1e-9 * float(np.max(r0.history["contact_force_N"])),
     )
-    sp = specmod.load({**_spec(), "axes": {"laws.exponent": {"values": [1.4, 1.5]}}})
-    assert sweep.plan(sp).cfg.exponent is None
-    sp = specmod.load({**_spec(), "axes": {}})
-    assert sweep.plan(sp).cfg.exponent == 1.5 and sweep.plan({**sp, "_traced": ("laws.exponent",)}).cfg.exponent is None
 
 
 @pytest.mark.slow
 def test_exponent_derivative_through_the_static_path():
     """d(smooth peak)/dn through the static exponent equals the pow path's (forward mode); the
     sensitivity command, which marks its keys traced, differentiates n."""
-    import dataclasses
-
-    import jax
-
     from jaxclear import metrics, sensitivity
 
-    _, p, cfg = _first_impacts(t_end=1.5e-3)
+    p, cfg = _setup(t_end=1.5e-3)  # the params and config only: the derivatives run their own
 
     def peak(cfg, n):
         a = metrics.unpack(pp.simulate(cfg, p._replace(exponent=n)).acc)
@@ -147,11 +158,11 @@ def test_exponent_derivative_through_the_static_path():
     assert np.all(res["finite"]) and res["keys"] == ["laws.exponent"]
 
 
+@pytest.mark.slow  # four programs compiled: the written-out model, the step, the carrier at rest and not
 def test_clamped_carrier_is_todays_model_bit_for_bit():
     """Without model.carrier_speed_rpm the step is the clamped-housing model (cylindrical_joint.
     fixed_housing_loads, the spin held in the world frame) bit for bit; carrier_speed_rpm = 0
     given (the rotating-carrier path at Ω = 0) equals it to rounding."""
-    import jax
     import jax.numpy as jnp
 
     from jaxclear import cylindrical_joint as cj
@@ -207,17 +218,18 @@ def test_clamped_carrier_is_todays_model_bit_for_bit():
     for a, b in zip(jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(ours)):
         np.testing.assert_array_equal(a, b)
     # the rotating-carrier path at Ω = 0, and any carrier radius at rest: the same to rounding
-    r0, _, _ = _first_impacts({**model}, t_end=t_end, outputs=("top_x_m", "contact_force_N"))
+    r0, _, _ = _first_impacts({**model}, t_end=t_end, outputs=CHANNELS)
     r1, _, c1 = _first_impacts(
         {**model, "carrier_speed_rpm": 0.0, "carrier_radius_m": 0.4},
         t_end=t_end,
-        outputs=("top_x_m", "contact_force_N"),
+        outputs=CHANNELS,
     )
     assert c1.carrier
-    for k in ("top_x_m", "contact_force_N"):
+    for k in CHANNELS:
         np.testing.assert_allclose(r1.history[k], r0.history[k], rtol=1e-9, atol=1e-9 * np.max(np.abs(r0.history[k])))
 
 
+@pytest.mark.slow  # 4000 steps to the settled state (physics, kept in full)
 def test_rotating_carrier_presses_the_planet_outward_with_the_centrifugal_force():
     """Carrier at Ω = 1000 rpm about its axis at r_c, no mesh load, no spin relative to the carrier:
     the planet, started with the carrier's motion, flies out, bounces and rests on the outward
@@ -264,11 +276,14 @@ def test_plan_without_probe(tmp_path, capsys):
     )
 
 
-def test_sweep_physics_store_resume_and_plots(tmp_path):
-    sp = _spec()
+def test_sweep_store_resume_and_plots(tmp_path):
+    # the sweep layer on a short run (1500 steps, a ramp, reversal and hold of 0.5 ms each): the
+    # columns, the plots, the store and its resume; the physics at steady load is the next test
+    sp = _spec(ramp_time_s=5e-4, reversal_time_s=5e-4, hold_time_s=5e-4)
     out = tmp_path / "pp"
     table, summary, hists = sweep.run(sp, out=out, log=None, compile_cache=False)
     assert summary["mechanism"] == "planet_pin" and summary["variants"] == 2 and np.all(table["finite"])
+    assert summary["steps_per_variant"] == 1500 and hists["contact_force_N"].shape[:2] == (2, 15)
     for c in (
         "peak_contact_force_top_N",
         "peak_contact_force_bottom_N",
@@ -285,6 +300,19 @@ def test_sweep_physics_store_resume_and_plots(tmp_path):
         "plots/first_impact_hysteresis.png",
         "plots/histories.png",
     ]
+    again, s2, _ = sweep.run(sp, out=out, log=None, compile_cache=False)
+    assert s2["rerun"]["chunks_reused"] == 1 and s2["rerun"]["chunks_computed"] == 0
+    for k in table:
+        np.testing.assert_array_equal(again[k], table[k])
+
+
+@pytest.mark.slow  # 9000 steps: 3 ms ramp, reversal and hold (physics, kept in full)
+def test_sweep_physics_at_steady_load(tmp_path):
+    sp = _spec()
+    sp["outputs"] = {**sp["outputs"], "plots": False}  # the plots are the previous test's
+    out = tmp_path / "pp"
+    table, summary, hists = sweep.run(sp, out=out, log=None, compile_cache=False)
+    assert summary["mechanism"] == "planet_pin" and summary["variants"] == 2 and np.all(table["finite"])
     t = np.asarray(sweep.load(out).t_s)
     p = pp.params(sp, None, {**sweep.flat_values(specmod.load(sp)), "joint.clearance_m": 30e-6}, np.float64, 0)
     mu, R, L = 0.1, float(p.pin_radius), float(p.length)
@@ -314,7 +342,3 @@ def test_sweep_physics_store_resume_and_plots(tmp_path):
         # the tilt never exceeds the geometric limit of the clearance (plus the largest penetration)
         assert table["max_tilt_rad"][i] < math.asin(2 * (c + table["max_penetration_m"][i]) / L)
         assert table["impacts_top"][i] >= 1 and 0 < table["settle_time_after_reversal_s"][i] < 3e-3
-    again, s2, _ = sweep.run(sp, out=out, log=None, compile_cache=False)
-    assert s2["rerun"]["chunks_reused"] == 1 and s2["rerun"]["chunks_computed"] == 0
-    for k in table:
-        np.testing.assert_array_equal(again[k], table[k])

@@ -1,6 +1,8 @@
 """3D rigid bodies (jaxclear.rigid3d): torque-free invariants, the precession of an axisymmetric
 body, the order of the Lie-group verlet step, gravity and external torques."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,16 +15,25 @@ jax.config.update("jax_enable_x64", True)
 MASS = jnp.array([2.0])
 
 
+def _no_loads(p, q, v, aux, t):
+    return jnp.zeros((1, 3)), jnp.zeros((1, 3)), aux, None
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _free_run(scheme, inertia, w0, quat0, dt, n):
+    # dt, the step count and the body traced: one compile per scheme serves every run of the module
+    step = r3.make_step(scheme, MASS, inertia, _no_loads, dt)
+    q0 = r3.Pose(jnp.zeros((1, 3)), r3.quat_normalize(quat0))
+    v0 = r3.Twist(jnp.array([[0.1, 0.0, -0.2]]), w0)
+    s0 = r3.initial_state(r3.make_accel(MASS, inertia, _no_loads), None, q0, v0, jnp.zeros(()))
+    return jax.lax.fori_loop(0, n, lambda i, s: step(None, s, i)[0], s0)
+
+
 def _free(inertia, w0, dt, t_end, scheme="verlet_predicted", quat0=(1.0, 0.0, 0.0, 0.0)):
     """Torque-free body from the origin: final (Pose, Twist) after t_end."""
     inertia = jnp.asarray([inertia], float)
-    loads = lambda p, q, v, aux, t: (jnp.zeros((1, 3)), jnp.zeros((1, 3)), aux, None)
-    step = r3.make_step(scheme, MASS, inertia, loads, dt)
-    q0 = r3.Pose(jnp.zeros((1, 3)), r3.quat_normalize(jnp.asarray([quat0], float)))
-    v0 = r3.Twist(jnp.array([[0.1, 0.0, -0.2]]), jnp.asarray([w0], float))
-    s0 = r3.initial_state(r3.make_accel(MASS, inertia, loads), None, q0, v0, jnp.zeros(()))
     n = int(round(t_end / dt))
-    s, _, _ = jax.jit(lambda s0: r3.run(step, None, s0, n))(s0)
+    s = _free_run(scheme, inertia, jnp.asarray([w0], float), jnp.asarray([quat0], float), jnp.asarray(dt), n)
     return s, inertia
 
 

@@ -7,12 +7,16 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import jaxclear  # noqa: F401  (float64)
 from jaxclear import joints, sweep
 from jaxclear import spec as specmod
 from jaxclear.mechanisms import slider_crank as sc
 from jaxclear.mechanisms import static_law_exponent
+
+# one jit per Config (a frozen dataclass of static values, hence a static argument)
+_SIM = jax.jit(sc.simulate, static_argnums=0)
 
 
 def test_static_only_when_one_untraced_value():
@@ -28,13 +32,14 @@ def test_static_only_when_one_untraced_value():
     assert static_law_exponent({**two, "_traced": ("joints.crank_rod.laws.exponent",)}) is None
 
 
+@pytest.mark.slow  # two slider-crank programs compiled (static and pow path): an equality to rounding
 def test_slider_crank_static_exponent_equals_the_pow_path():
     """Impacts and contact over 2000 steps: the same forces to rounding; a params exponent that
     differs from the static one is a NaN run (flagged non-finite), never a silently wrong one."""
     cfg = sc.Config(dt=1e-6, n_saves=20, save_every=100, outputs=("contact_force_N",))
     fast = dataclasses.replace(cfg, joint=dataclasses.replace(cfg.joint, exponent=1.5))
     p = sc.benchmark_params(clearance=0.25e-3, restitution=0.9)
-    run = lambda c, p: jax.jit(lambda p: sc.simulate(c, p))(p)
+    run = _SIM  # the static path and the NaN run below share one compile
     r0, r1 = run(cfg, p), run(fast, p)
     f0 = np.asarray(r0.history["contact_force_N"])
     assert float(np.max(f0)) > 100.0
