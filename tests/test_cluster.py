@@ -112,6 +112,7 @@ def test_local_cluster_spawns_even_when_dask_is_set_to_fork():
     assert b"spawn_main" in cmd
 
 
+@pytest.mark.slow  # two dask worker processes compiling and filling one store, ~15 s
 def test_two_workers_fill_the_store_of_a_local_run_bit_for_bit(client, cache, tmp_path):
     sweep.run(TINY, out=tmp_path / "local", log=None, compile_cache=cache)
     table, summary, hists = sweep.run(TINY, out=tmp_path / "cl", log=None, compile_cache=cache, cluster=client)

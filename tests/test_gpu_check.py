@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.slow  # a fresh process with two forced host devices: interpreter, JAX and compiles, ~12 s
 def test_gpu_check_runs_without_zarr_at_tiny_size(tmp_path):
     out = tmp_path / "gpu_check.json"
     code = (

@@ -343,6 +343,7 @@ def test_bad_requests_are_4xx_naming_the_problem(server, client, monkeypatch, ca
     assert not (server.data.parent / "never").exists()
 
 
+@pytest.mark.slow  # 20 jobs through the queue, ~7 s
 def test_twenty_concurrent_submissions(client):
     specs = [TINY.replace('name = "tiny"', f'name = "c{i}"') for i in range(20)]
     with ThreadPoolExecutor(20) as ex:
@@ -371,6 +372,7 @@ def _wait_status(job, statuses, timeout=120):
     raise TimeoutError(f"{job} not in {statuses}")
 
 
+@pytest.mark.slow  # a LONG job under 2000 polls, ~10 s
 def test_status_poll_burst_while_running_and_cancel(server, client):
     job = client.submit(LONG)
     queued = client.submit(LONG)
@@ -403,6 +405,7 @@ def test_status_poll_burst_while_running_and_cancel(server, client):
     assert queued.status()["status"] == "cancelled" and queued.status()["started"] is None
 
 
+@pytest.mark.slow  # the 5 s cancel grace, a worker killed and restarted, ~13 s
 def test_cancel_kills_a_chunk_that_runs_too_long(client):
     """One chunk of 1e7 steps (minutes): cancel cannot wait for its end, the worker is killed and
     replaced, and the queue goes on."""
@@ -547,6 +550,7 @@ def test_without_token_only_localhost_names_are_served(dirs):
         s.stop()
 
 
+@pytest.mark.slow  # Chromium following a LONG job, ~7 s
 def test_job_page_follows_a_running_job_cancels_it_and_docs_work_offline(server, client, tmp_path):
     """The job page patches its status while the job runs (no reload: a marker set in the page
     survives), shows the submitted spec and its overrides, and its Cancel button stops the job;

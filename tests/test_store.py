@@ -267,6 +267,7 @@ def test_other_spec_is_refused_and_force_rebuilds(ref, tmp_path, run_cli):
     assert s_again["chunks_computed"] == s["chunks_computed"] == 3 and s_again["wall_s"] == s["wall_s"]
 
 
+@pytest.mark.slow  # a CLI process started, SIGKILLed mid-run and resumed, ~9 s
 def test_resume_after_sigkill_is_bit_identical(ref, tmp_path):
     """Kill -9 a CLI run after its first finished chunk; resume in process; same numbers as an
     uninterrupted run."""
