@@ -14,6 +14,8 @@ from jaxclear.mechanisms import four_bar as fb
 
 # One cached jit (Config is a frozen dataclass: hashable, static): one compile per Config.
 _sim = jax.jit(fb.simulate, static_argnums=0)
+# The inverse dynamics as one program per shape of t (eagerly, its ~70 ops compile one by one)
+_ideal = jax.jit(fb.ideal)
 
 
 def test_ideal_loop_closes_and_rates_are_derivatives():
@@ -80,7 +82,7 @@ def test_crank_at_rest_settles_on_the_static_reaction(joint):
         joint=joints.JointConfig(friction="ambrosio"),
     )
     r = _sim(cfg, p)
-    ide = fb.ideal(p, 0.0)
+    ide = _ideal(p, 0.0)
     for i, name in enumerate(names):
         static = float(ide[f"reaction_{name}"][0])
         others = [
@@ -173,7 +175,7 @@ def test_four_bar_spec_with_clearance_at_other_joints(tmp_path, joint):
     assert summary["clearance_joint"] == joint
     assert list(store.open(tmp_path / "fb", mode="r").attrs["joints"]) == names
     p = fb.benchmark_params(clearance=0.1e-3, ramp_time=0.0)
-    ide = fb.ideal(p, jnp.linspace(0.0, 1e-3, 2001))
+    ide = _ideal(p, jnp.linspace(0.0, 1e-3, 2001))
     ref = max(float(jnp.max(ide[f"reaction_{n}"])) for n in names)
     assert table["ideal_peak_reaction_N"][0] == pytest.approx(ref, rel=1e-3)
     assert np.all(table["finite"]) and np.all(np.isfinite(hists["contact_force_N"]))

@@ -148,6 +148,24 @@ def test_cantilever_under_its_weight_converges_to_wL4_over_8EI():
     assert -2.4 < slope < -1.6, (errs, slope)  # second order in the element length
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
+def _relax_and_release(topo, dt, n_relax, n_saves, k, p):
+    """The tip's y every k steps of a beam relaxed for n_relax steps under p (its static shape
+    under the tip load), then released at rest with no load and no damping: one program per beam
+    (the two runs of _run compiled apart would be two)."""
+    q0, v0, aux0 = fpm.initial_state(topo, p)
+    a0, _, _ = fpm._accel_out(topo, p, q0, v0, aux0, 0.0)
+    step = fpm.make_step(topo, dt)
+    s, _, _ = integrate.simulate(step, p, integrate.State(q0, v0, a0, aux0), jnp.zeros(()), _keep, 1, n_relax)
+    p0 = p._replace(forces=jnp.zeros_like(p.forces), damping=jnp.zeros_like(p.damping))
+    q1 = s.q
+    v1 = fpm.Coordinates(nodes=jnp.zeros_like(q1.nodes), rotations=jnp.zeros(topo.n_rotations))
+    aux1 = jnp.zeros((1, 1))
+    a1, _, _ = fpm._accel_out(topo, p0, q1, v1, aux1, 0.0)
+    state1 = integrate.State(q1, v1, a1, aux1)
+    return integrate.simulate(step, p0, state1, jnp.zeros(()), _keep, n_saves, k, save=_tip_y)[2]
+
+
 @pytest.mark.slow  # relaxation and release of three beams, up to 280000 steps (physics, kept in full)
 def test_first_bending_frequency_converges_to_euler_bernoulli():
     w_exact = 1.8751040687**2 * np.sqrt(E * IZ / (RHO * A * L**4))  # 51.2 rad/s
@@ -157,13 +175,8 @@ def test_first_bending_frequency_converges_to_euler_bernoulli():
         forces[-1, 1] = -1.0
         topo, p = _beam(n, forces=forces, damping=80.0)
         dt = _dt(topo, p)
-        s, _ = _run(topo, p, dt, int(1.0 / dt))  # the static shape under a tip load, released:
-        p0 = p._replace(forces=jnp.zeros_like(p.forces), damping=jnp.asarray(0.0))
-        q0 = s.q
-        v0 = fpm.Coordinates(nodes=jnp.zeros_like(q0.nodes), rotations=jnp.zeros(n + 1))
         k = 10
-        _, y = _run(topo, p0, dt, k * int(0.5 / (dt * k)), save_every=k, state0=(q0, v0, jnp.zeros((1, 1))))
-        y = np.asarray(y)
+        y = np.asarray(_relax_and_release(topo, float(dt), int(1.0 / dt), int(0.5 / (dt * k)), k, p))
         t = (np.arange(len(y)) + 1) * k * dt
         up = np.nonzero((y[:-1] < 0) & (y[1:] >= 0))[0]  # upward zero crossings, interpolated
         tc = t[up] + (0 - y[up]) / (y[up + 1] - y[up]) * (t[up + 1] - t[up])
@@ -209,10 +222,10 @@ def test_free_undamped_beam_conserves_energy():
         rotations=jnp.asarray(4.0 + 0.5 * np.cos(3 * x)),
     )
     q0, _, aux = fpm.initial_state(topo, p)
-    e0 = float(fpm.kinetic_energy(p, v0) + fpm.strain_energy(topo, p, q0))
+    e0 = float(_energy(topo, p, q0, v0))
     dt = _dt(topo, p)
     s, _ = _run(topo, p, dt, 40000, state0=(q0, v0, aux))
-    e1 = float(fpm.kinetic_energy(p, s.v) + fpm.strain_energy(topo, p, s.q))
+    e1 = float(_energy(topo, p, s.q, s.v))
     assert float(fpm.strain_energy(topo, p, s.q)) > 1e-4 * e0  # it does vibrate
     assert abs(e1 / e0 - 1.0) < 1e-3
 
@@ -311,6 +324,17 @@ def _fpm_slider_crank(clearance, c=0.5e-3, rpm=1000.0, ramp=0.005):
     return lay, p
 
 
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
+def _sc_run(topo, dt, n, k, slider, p):
+    """(state, peak contact force, slider x every k steps) of n·k steps from the start state: the
+    start state (its eager ops would compile one by one) inside the one program per topology."""
+    step = fpm.make_step(topo, dt)
+    q0, v0, aux0 = fpm.initial_state(topo, p)
+    s0 = integrate.State(q0, v0, fpm._accel_out(topo, p, q0, v0, aux0, 0.0)[0], aux0)
+    peak = lambda acc, o, i: jnp.maximum(acc, jnp.linalg.norm(o[1][0].force)) if o[1] else acc
+    return integrate.simulate(step, p, s0, jnp.zeros(()), peak, n, k, save=lambda o: o[2].nodes[slider, 0])
+
+
 @pytest.mark.slow
 def test_stiff_fpm_slider_crank_reproduces_the_hand_derived_model():
     # Ideal pins: the slider follows the closed-form ideal mechanism to < 1 µm (the stiff beams'
@@ -326,22 +350,21 @@ def test_stiff_fpm_slider_crank_reproduces_the_hand_derived_model():
         dt = 0.5 * fpm.critical_step(lay.topology, p, *fpm.element_shares(lay, p))
         assert 2e-8 < dt < 2e-7  # half the element bound; the paper ran its links at 1.59e-7 s
         n = int(T / dt) // k
-        step = fpm.make_step(lay.topology, dt)
-        q0, v0, aux0 = fpm.initial_state(lay.topology, p)
-        s0 = integrate.State(q0, v0, fpm._accel_out(lay.topology, p, q0, v0, aux0, 0.0)[0], aux0)
-        slider = lay.body("slider")[0]
-        peak = lambda acc, o, i: jnp.maximum(acc, jnp.linalg.norm(o[1][0].force)) if o[1] else acc
-        _, pk, x = jax.jit(
-            lambda p: integrate.simulate(step, p, s0, jnp.zeros(()), peak, n, k, save=lambda o: o[2].nodes[slider, 0])
-        )(p)
+        _, pk, x = _sc_run(lay.topology, float(dt), n, k, lay.body("slider")[0], p)
         t = (np.arange(n) + 1) * k * dt
         if not clearance:
-            ideal = np.asarray(sc.ideal(psc, jnp.asarray(t))["slider_position"])
+            ideal = np.asarray(jax.jit(sc.ideal)(psc, jnp.asarray(t))["slider_position"])  # one program
             assert np.max(np.abs(np.asarray(x) - ideal)) < 1e-6
         else:
             cfg = sc.Config(dt=1e-6, n_saves=int(round(T / 1e-4)), save_every=100, outputs=())
-            hand = float(jax.jit(lambda p: sc.simulate(cfg, p))(psc).acc.peak_force[0])
+            hand = float(jax.jit(sc.simulate, static_argnums=0)(cfg, psc).acc.peak_force[0])
             assert hand > 1000.0 and abs(float(pk) / hand - 1.0) < 0.02, (float(pk), hand)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _energy(topo, p, q, v):
+    """Kinetic + strain energy [J] as one program (eagerly, each of their ops compiles alone)."""
+    return fpm.kinetic_energy(p, v) + fpm.strain_energy(topo, p, q)
 
 
 @pytest.mark.slow  # a 20 ms run of its own topology (physics, kept in full)
@@ -372,9 +395,9 @@ def test_undriven_frictionless_four_bar_conserves_energy():
     lay_driven = fpm.assemble(links, jts, {"crank": ("crank", "O2")})  # only for the start velocities
     v0 = fpm.rigid_velocities(lay, lay_driven, p, 20.0)
     q0, _, aux = fpm.initial_state(lay.topology, p)
-    e0 = float(fpm.kinetic_energy(p, v0) + fpm.strain_energy(lay.topology, p, q0))
+    e0 = float(_energy(lay.topology, p, q0, v0))
     dt = 0.5 * fpm.critical_step(lay.topology, p, *fpm.element_shares(lay, p))
     s, _ = _run(lay.topology, p, dt, int(0.02 / dt), state0=(q0, v0, aux))
-    e1 = float(fpm.kinetic_energy(p, s.v) + fpm.strain_energy(lay.topology, p, s.q))
+    e1 = float(_energy(lay.topology, p, s.q, s.v))
     assert abs(float(jnp.arctan2(s.q.rotations[0, 1], s.q.rotations[0, 0]))) > 0.1  # it turned
     assert abs(e1 / e0 - 1.0) < 1e-3, (e0, e1)

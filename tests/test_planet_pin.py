@@ -91,19 +91,49 @@ def _first_impacts(model=None, laws=None, t_end=3e-3, outputs=(), integrator=Non
     return _SIM(cfg, p), p, cfg
 
 
+def _run_and_dpeak(cfg, p):
+    """(Result, d(smooth peak)/dn) of one run, forward mode: the primal is the run itself, so one
+    compile per Config serves the history checks and the derivative check."""
+    from jaxclear import metrics
+
+    def f(n):
+        r = pp.simulate(cfg, p._replace(exponent=n))
+        a = metrics.unpack(r.acc)
+        return r, metrics.smooth_peak(a.lse_force, a.steps)
+
+    (r, _), (_, dpeak) = jax.jvp(f, (p.exponent,), (jax.numpy.ones_like(p.exponent),))
+    return r, dpeak
+
+
+_RUN_DPEAK = jax.jit(_run_and_dpeak, static_argnums=0)
+
+
+@pytest.fixture(scope="module")
+def exponent_runs():
+    """The 1.5 ms first impacts (outputs CHANNELS) on the static exponent's path and on the pow
+    path (exponent=None, n traced), each with its d(smooth peak)/dn: shared by the exponent, the
+    impact-velocity and the clamped-carrier tests (two compiles in all)."""
+    p, cfg = _setup(t_end=1.5e-3, outputs=CHANNELS)
+    return p, cfg, {k: _RUN_DPEAK(c, p) for k, c in (("static", cfg), ("pow", dataclasses.replace(cfg, exponent=None)))}
+
+
 def test_impact_velocity_key_is_checked():
     with pytest.raises(specmod.SpecError, match=r"laws.impact_velocity = 'max'; allowed: episode_max, onset"):
         specmod.load({**_spec(), "laws": {"impact_velocity": "max"}})
 
 
-@pytest.mark.slow  # two 3000-step runs, one compile per (static) rule
-def test_impact_velocity_key_onset_and_episode_max():
+@pytest.mark.slow  # one compile (the onset rule's); the default rule's run is the shared fixture's
+def test_impact_velocity_key_onset_and_episode_max(exponent_runs):
     from jaxclear import metrics
 
+    # 1.5 ms: the first impacts at both ends and on the top end face are all over by then (the
+    # peaks of 3 ms runs are the same to the last digit)
+    p0, cfg0, runs = exponent_runs
+    r_onset, _, cfg = _first_impacts(laws={"impact_velocity": "onset"}, t_end=1.5e-3, outputs=CHANNELS)
+    assert cfg.joint.impact_velocity == "onset" and cfg0.joint.impact_velocity == "episode_max"
     peaks = {}
-    for iv in ("episode_max", "onset"):
-        r, _, cfg = _first_impacts(laws={"impact_velocity": iv})
-        assert cfg.joint.impact_velocity == iv and bool(r.finite)
+    for iv, r in (("episode_max", runs["static"][0]), ("onset", r_onset)):
+        assert bool(r.finite)
         peaks[iv] = np.asarray(metrics.unpack(r.acc).peak_force)[:3]  # top, bottom, axial_top
     # the same impacts (the rule only changes the damping term's δ̇⁻), yet not bit-identical
     np.testing.assert_allclose(peaks["onset"], peaks["episode_max"], rtol=0.02)
@@ -121,12 +151,12 @@ def test_static_exponent_when_fixed_and_the_traced_path_otherwise():
     assert sweep.plan(sp).cfg.exponent == 1.5 and sweep.plan({**sp, "_traced": ("laws.exponent",)}).cfg.exponent is None
 
 
-@pytest.mark.slow  # the static and the pow path: two compiles (the first shared with the carrier test)
-def test_static_exponent_is_the_pow_path_to_rounding():
+@pytest.mark.slow  # the static and the pow path: the shared fixture's two compiles
+def test_static_exponent_is_the_pow_path_to_rounding(exponent_runs):
     """The static exponent's run (δ·√δ) is the pow path's (δ^n, n traced) to rounding."""
-    r, p, cfg = _first_impacts(t_end=1.5e-3, outputs=CHANNELS)
+    _, cfg, runs = exponent_runs
     assert cfg.exponent == 1.5
-    r0 = _SIM(dataclasses.replace(cfg, exponent=None), p)
+    r, r0 = runs["static"][0], runs["pow"][0]
     assert float(np.max(r0.history["contact_force_N"])) > 100.0
     np.testing.assert_allclose(
         r.history["contact_force_N"],
@@ -137,29 +167,21 @@ def test_static_exponent_is_the_pow_path_to_rounding():
 
 
 @pytest.mark.slow
-def test_exponent_derivative_through_the_static_path():
+def test_exponent_derivative_through_the_static_path(exponent_runs):
     """d(smooth peak)/dn through the static exponent equals the pow path's (forward mode); the
     sensitivity command, which marks its keys traced, differentiates n."""
-    from jaxclear import metrics, sensitivity
+    from jaxclear import sensitivity
 
-    p, cfg = _setup(t_end=1.5e-3)  # the params and config only: the derivatives run their own
-
-    def peak(cfg, n):
-        a = metrics.unpack(pp.simulate(cfg, p._replace(exponent=n)).acc)
-        return metrics.smooth_peak(a.lse_force, a.steps)
-
-    g_fast, g_slow = (
-        float(jax.jit(jax.jacfwd(lambda n, c=c: peak(c, n)))(p.exponent))
-        for c in (cfg, dataclasses.replace(cfg, exponent=None))
-    )
+    _, _, runs = exponent_runs
+    g_fast, g_slow = float(runs["static"][1]), float(runs["pow"][1])
     assert abs(g_fast) > 0 and g_fast == pytest.approx(g_slow, rel=1e-8)
     sp = specmod.load({**_spec(), "axes": {}})
     res = sensitivity.compute({**sp, "integrator": {**sp["integrator"], "t_end_s": 3e-4}}, ["laws.exponent"])
     assert np.all(res["finite"]) and res["keys"] == ["laws.exponent"]
 
 
-@pytest.mark.slow  # four programs compiled: the written-out model, the step, the carrier at rest and not
-def test_clamped_carrier_is_todays_model_bit_for_bit():
+@pytest.mark.slow  # three programs compiled: the written-out model, the step, the carrier at rest (the rest is shared)
+def test_clamped_carrier_is_todays_model_bit_for_bit(exponent_runs):
     """Without model.carrier_speed_rpm the step is the clamped-housing model (cylindrical_joint.
     fixed_housing_loads, the spin held in the world frame) bit for bit; carrier_speed_rpm = 0
     given (the rotating-carrier path at Ω = 0) equals it to rounding."""
@@ -196,29 +218,33 @@ def test_clamped_carrier_is_todays_model_bit_for_bit():
         return f, m + (-k * e - c * (v.w[0, 2] - p.spin)) * b
 
     loads = cj.fixed_housing_loads(cfg.joint, pp.joint_params, external)
-    mass, inertia = p.mass[None], jnp.stack([p.inertia_transverse, p.inertia_transverse, p.inertia_axial])[None]
-    quat = rigid3d.quat_exp(jnp.stack([p.tilt0, 0.0, 0.0]))[None]
-    s0 = rigid3d.initial_state(
-        rigid3d.make_accel(mass, inertia, loads),
-        p,
-        rigid3d.Pose(jnp.zeros((1, 3)), quat),
-        rigid3d.Twist(jnp.zeros((1, 3)), jnp.stack([0.0 * p.spin, 0.0 * p.spin, p.spin])[None]),
-        cj.initial_memory(cfg.joint),
-    )
-    ref_step = rigid3d.make_step(cfg.scheme, mass, inertia, loads, cfg.dt)
 
     def run(step, s0):
         save = lambda o: (o[0].normal_force, o[0].offset)
         s, _, h = integrate.simulate(step, p, s0, jnp.zeros(()), lambda a, o, i: a, 100, 15, save=save)
         return s.q.x, s.q.quat, s.v.w, h
 
-    ref = jax.jit(lambda: run(ref_step, s0))()
+    def ref_run():  # the start state inside the program too (eagerly, its ops compile one by one)
+        mass, inertia = p.mass[None], jnp.stack([p.inertia_transverse, p.inertia_transverse, p.inertia_axial])[None]
+        quat = rigid3d.quat_exp(jnp.stack([p.tilt0, 0.0, 0.0]))[None]
+        s0 = rigid3d.initial_state(
+            rigid3d.make_accel(mass, inertia, loads),
+            p,
+            rigid3d.Pose(jnp.zeros((1, 3)), quat),
+            rigid3d.Twist(jnp.zeros((1, 3)), jnp.stack([0.0 * p.spin, 0.0 * p.spin, p.spin])[None]),
+            cj.initial_memory(cfg.joint),
+        )
+        return run(rigid3d.make_step(cfg.scheme, mass, inertia, loads, cfg.dt), s0)
+
+    ref = jax.jit(ref_run)()
     ours = jax.jit(lambda: run(pp.make_step(cfg), pp.initial_state(cfg, p)))()
     assert float(jnp.max(ref[3][0])) > 100.0  # the planet has hit the wall
     for a, b in zip(jax.tree_util.tree_leaves(ref), jax.tree_util.tree_leaves(ours)):
         np.testing.assert_array_equal(a, b)
     # the rotating-carrier path at Ω = 0, and any carrier radius at rest: the same to rounding
-    r0, _, _ = _first_impacts({**model}, t_end=t_end, outputs=CHANNELS)
+    p0, cfg0 = _setup({**model}, t_end=t_end, outputs=CHANNELS)
+    assert cfg0 == exponent_runs[1]  # the fixture's static-path program (the params are traced)
+    r0 = _RUN_DPEAK(cfg0, p0)[0]
     r1, _, c1 = _first_impacts(
         {**model, "carrier_speed_rpm": 0.0, "carrier_radius_m": 0.4},
         t_end=t_end,
