@@ -159,7 +159,9 @@ def test_gradients_finite_through_contact_onset():
 
     p = sweep.batch_params(spec, sweep.plan(spec), np.arange(1))
     p1 = jax.tree_util.tree_map(lambda x: x[0], p)
-    r = sc.simulate(replace(cfg0, outputs=("penetration_m",), n_saves=2000, save_every=1), p1)
+    # jitted (the Config is frozen, hashable): one compile, not an eager scan plus ~100 small ops
+    sim = jax.jit(sc.simulate, static_argnums=0)
+    r = sim(replace(cfg0, outputs=("penetration_m",), n_saves=2000, save_every=1), p1)
     pen = np.asarray(r.history["penetration_m"])[:, 0]
     k = int(np.argmax(pen > 0))
     assert 0 < k < 2000
@@ -168,7 +170,8 @@ def test_gradients_finite_through_contact_onset():
     for n in (k - 1, k, k + 1):  # just before, at (the onset inside the last step), just after
         f = S.metric_function(spec, pl, keys, cfg=replace(cfg0, outputs=(), n_saves=n, save_every=1))
         x0 = jnp.asarray([0.25e-3, 0.9])
-        J = np.asarray(jax.jacrev(lambda th: f(th, {}, None))(x0))
+        # one jitted program per run length (n is static), not eager op-by-op reverse mode
+        J = np.asarray(jax.jit(jax.jacrev(lambda th, f=f: f(th, {}, None)))(x0))
         assert np.isfinite(J).all(), n
 
 
