@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from typing import NamedTuple
 
 import jax
@@ -768,18 +769,22 @@ def chunk_metrics(spec, cfg, p, res, n_real, t_end):
 
 
 # ------------------------------------------------------------------------------- plots
+@partial(jax.jit, static_argnums=(0, 1))
+def _step_by_step(c1: Config, n: int, p: Params):
+    """Radial depth and normal force [m, N] (n, 2) of top/bottom at every one of n steps (compiled once per
+    config and length, so a rerun's plots reuse it)."""
+    save = lambda o: (o[0].depth[:2], o[0].normal_force[:2])
+    return integrate.simulate(
+        make_step(c1), p, initial_state(c1, p), jnp.zeros(()), lambda a, o, i: a, n, 1, save=save
+    )[2]
+
+
 def first_impact(cfg: Config, p: Params, t_first, window_s=2e-4):
     """(t [s], penetration δ [m] (n, 2) radial top/bottom, normal force [N] (n, 2)) step by step from
     t_first − window/4 to t_first + window: the hysteresis loop of the first impact (one variant)."""
     n = int(math.ceil((t_first + window_s) / cfg.dt))
     c1 = replace(cfg, outputs=("penetration_m",), save_every=1, n_saves=n)
-    step = make_step(c1)
-
-    def run(p):
-        save = lambda o: (o[0].depth[:2], o[0].normal_force[:2])
-        return integrate.simulate(step, p, initial_state(c1, p), jnp.zeros(()), lambda a, o, i: a, n, 1, save=save)[2]
-
-    d, f = jax.jit(run)(p)
+    d, f = _step_by_step(c1, n, p)
     t = (np.arange(n) + 1) * cfg.dt
     keep = t >= t_first - 0.25 * window_s
     return t[keep], np.asarray(d)[keep], np.asarray(f)[keep]
