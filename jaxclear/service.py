@@ -18,10 +18,12 @@ check); when the server starts, jobs left ``compiling``/``running`` are queued a
 of the queue and ``sweep.run`` resumes them from their store (finished chunks are not
 recomputed, the result is bit-identical).
 
-Security defaults: bind 127.0.0.1; a bearer token is required to bind any other address;
-submitted specs are limited in bytes and variants; job ids are 128-bit random; files are served
-only from the job's own ``out/`` folder; every bad request is a 4xx whose ``detail`` names the
-problem.
+Security defaults: bind 127.0.0.1; a bearer token always (a random one printed once in a login
+URL unless one is given; ``--no-token`` for a trusted machine: loopback names only); requests
+that change something refused from other origins; spec content types that force a CORS
+preflight; submitted specs limited in bytes, nesting, variants, chunks, store bytes and
+estimated wall time; job ids 128-bit random; files served only from the job's own ``out/``
+folder; every bad request a 4xx whose ``detail`` names the problem.
 """
 
 import hmac
