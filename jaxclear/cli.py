@@ -322,7 +322,9 @@ def cmd_serve(args):
 
     from . import service
 
-    token = args.token or os.environ.get("JAXCLEAR_TOKEN") or None
+    token = _serve_token(args)
+    if token is False:
+        return 2
     from . import parallel
 
     per_worker = args.cpu_devices or max(1, parallel.usable_cores() // max(1, args.workers))
@@ -338,6 +340,8 @@ def cmd_serve(args):
         max_steps=args.max_steps,
         max_queued=args.max_queued,
         max_store_bytes=args.max_store_bytes,
+        max_chunks=args.max_chunks,
+        max_job_seconds=args.max_job_seconds,
     )
     try:
         service.serve(
@@ -349,8 +353,12 @@ def cmd_serve(args):
             cache_dir=args.cache_dir,
             limits=lim,
             cluster=args.cluster,
+            no_token=args.no_token,
+            retention_days=args.retention_days,
+            header_timeout=args.header_timeout,
+            max_connections=args.max_connections,
         )
-    except (ValueError, service.DataDirBusy) as e:
+    except (ValueError, service.DataDirBusy, service.PortBusy) as e:
         print(f"jaxclear: error: {e}", file=sys.stderr)
         return 2
     except ImportError as e:
@@ -360,6 +368,42 @@ def cmd_serve(args):
         )
         return 2
     return 0
+
+
+def _serve_token(args):
+    """The server's token: --token-file, else --token (warned: other users see it in ps), else
+    $JAXCLEAR_TOKEN, else None (serve then makes a random one, unless --no-token).  False after
+    printing an error."""
+    import os
+
+    given = [n for n, v in (("--token-file", args.token_file), ("--token", args.token)) if v]
+    if len(given) > 1:
+        print("jaxclear: error: --token-file and --token exclude each other", file=sys.stderr)
+        return False
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text().strip()
+        except OSError as e:
+            print(f"jaxclear: error: --token-file {args.token_file}: {e.strerror or e}", file=sys.stderr)
+            return False
+        if not token:
+            print(f"jaxclear: error: --token-file {args.token_file} is empty", file=sys.stderr)
+            return False
+        return token
+    if args.token:
+        print(
+            "jaxclear: warning: --token on the command line is visible to every user of this machine in the "
+            "process list (ps, /proc); prefer $JAXCLEAR_TOKEN or --token-file",
+            file=sys.stderr,
+        )
+        return args.token
+    env = os.environ.get("JAXCLEAR_TOKEN") or None
+    if env and args.no_token:
+        print(
+            "jaxclear: error: --no-token, but $JAXCLEAR_TOKEN is set: unset it or leave out --no-token", file=sys.stderr
+        )
+        return False
+    return env
 
 
 def _client(args):
@@ -671,10 +715,20 @@ def main(argv=None):
     ex.add_argument("--output", help="file to write (default: DIR/metrics.<format>)")
     ex.set_defaults(func=cmd_export)
     sv = _parser(sub, "serve", "start the sweep service (HTTP API, HTML page, worker)")
-    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need --token)")
+    sv.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need a token)")
     sv.add_argument("--port", type=int, default=8642, help="TCP port (default 8642)")
     sv.add_argument("--data", default="jaxclear-data", help="queue, jobs and results (default ./jaxclear-data)")
-    sv.add_argument("--token", help="bearer token required on every request (default $JAXCLEAR_TOKEN)")
+    sv.add_argument(
+        "--token",
+        help="bearer token required on every request (visible in the process list: prefer $JAXCLEAR_TOKEN "
+        "or --token-file; default: $JAXCLEAR_TOKEN, else a random token printed once in a login URL)",
+    )
+    sv.add_argument("--token-file", metavar="PATH", help="read the bearer token from this file (first line)")
+    sv.add_argument(
+        "--no-token",
+        action="store_true",
+        help="no token (a trusted single-user machine): loopback only, Host must be a loopback name",
+    )
     sv.add_argument("--workers", type=int, default=1, help="sweeps run at the same time (default 1)")
     sv.add_argument("--cache-dir", help="persistent compilation cache (default DATA/xla-cache)")
     sv.add_argument(
@@ -694,6 +748,31 @@ def main(argv=None):
         help="largest histories of one job (default 16 GiB)",
     )
     sv.add_argument("--max-queued", type=int, default=1000, help="most jobs queued or running (default 1000)")
+    sv.add_argument(
+        "--max-chunks", type=int, default=256, help="most chunks per job (each writes ~35 store files; default 256)"
+    )
+    sv.add_argument(
+        "--max-job-seconds",
+        type=float,
+        default=86400.0,
+        help="wall time of one job: refused at submit when the estimate exceeds it, stopped (failed) when "
+        "running past it (default 86400 = 1 day; 0: no limit)",
+    )
+    sv.add_argument(
+        "--retention-days",
+        type=float,
+        metavar="D",
+        help="delete finished jobs (record and files) D days after they ended (default: keep them)",
+    )
+    sv.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        help="seconds a connection may take to send a request head (default 10)",
+    )
+    sv.add_argument(
+        "--max-connections", type=int, default=100, help="open connections at most; more get 503 (default 100)"
+    )
     sv.add_argument(
         "--cpu-devices",
         type=int,

@@ -76,12 +76,34 @@ class Metrics(dict):
         return pd.DataFrame(dict(self))
 
 
+def _origin(url):
+    u = urllib.parse.urlsplit(url)
+    return u.scheme, (u.hostname or "").lower(), u.port or {"http": 80, "https": 443}.get(u.scheme)
+
+
+class _SameOriginAuth(urllib.request.HTTPRedirectHandler):
+    """Redirects followed as urllib does, but the Authorization header goes only to the origin
+    (scheme, host, port) it was meant for: a redirect elsewhere never carries the token."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and _origin(newurl) != _origin(req.full_url):
+            for k in list(new.headers):
+                if k.lower() == "authorization":
+                    del new.headers[k]
+            for k in list(new.unredirected_hdrs):
+                if k.lower() == "authorization":
+                    del new.unredirected_hdrs[k]
+        return new
+
+
 class Client:
     """A connection to a jaxclear service at ``url`` (``http://host:port``), with an optional
-    bearer ``token``."""
+    bearer ``token``.  Redirects to another host or port are followed without the token."""
 
     def __init__(self, url="http://127.0.0.1:8642", token=None, timeout=60.0):
         self.url, self.token, self.timeout = url.rstrip("/"), token, timeout
+        self._opener = urllib.request.build_opener(_SameOriginAuth)
 
     def _request(self, method, path, body=None, content_type=None):
         req = urllib.request.Request(self.url + path, data=body, method=method)
@@ -90,7 +112,7 @@ class Client:
         if content_type:
             req.add_header("Content-Type", content_type)
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as r:
+            with self._opener.open(req, timeout=self.timeout) as r:
                 return r.read(), r.headers.get("Content-Type", "")
         except urllib.error.HTTPError as e:
             raw = e.read()
@@ -180,6 +202,10 @@ class Job:
     def cancel(self) -> dict:
         self.info = self.client._json("POST", f"/api/jobs/{self.id}/cancel")
         return self.info
+
+    def delete(self) -> dict:
+        """Delete the job and its files on the server (ServiceError 409 while it runs: cancel first)."""
+        return self.client._json("DELETE", f"/api/jobs/{self.id}")
 
     def files(self):
         return [f["path"] for f in self.client._json("GET", f"/api/jobs/{self.id}/files")["files"]]

@@ -18,15 +18,16 @@ check); when the server starts, jobs left ``compiling``/``running`` are queued a
 of the queue and ``sweep.run`` resumes them from their store (finished chunks are not
 recomputed, the result is bit-identical).
 
-Security defaults: bind 127.0.0.1; a bearer token is required to bind any other address;
-submitted specs are limited in bytes and variants; job ids are 128-bit random; files are served
-only from the job's own ``out/`` folder; every bad request is a 4xx whose ``detail`` names the
-problem.
+Security defaults: bind 127.0.0.1; a bearer token always (a random one printed once in a login
+URL unless one is given; ``--no-token`` for a trusted machine: loopback names only); requests
+that change something refused from other origins; spec content types that force a CORS
+preflight; submitted specs limited in bytes, nesting, variants, chunks, store bytes and
+estimated wall time; job ids 128-bit random; files served only from the job's own ``out/``
+folder; every bad request a 4xx whose ``detail`` names the problem.
 """
 
 import hmac
 import html
-import io
 import ipaddress
 import json
 import os
@@ -89,7 +90,19 @@ class Limits:
     max_variants: int = 100_000
     max_steps: int = 10**12  # variants × steps per variant
     max_queued: int = 1000
-    max_store_bytes: int = 16 * 2**30  # histories of one job (variants × saves × channels × 8 B)
+    max_store_bytes: int = 16 * 2**30  # histories (variants × saves × channels × 8 B) + file overhead
+    max_chunks: int = 256  # chunks of one job (each chunk writes ~35 files into the store)
+    max_job_seconds: float = 86400.0  # wall time of one job (estimated at submit, enforced running); 0: none
+    max_depth: int = 16  # nesting of a submitted spec (tables, arrays, inline tables)
+    max_name_chars: int = 200  # sweep.name
+    max_description_chars: int = 2000  # sweep.description
+
+
+# What a chunk costs on disk beyond its data (file-system blocks of its zarr chunk files): the
+# store writes per chunk one chunk_done flag, one file per input axis, one per metric column
+# (~30) and one of histories; each takes at least a 4 KiB block.
+FILE_OVERHEAD_B = 4096
+METRIC_FILES_PER_CHUNK = 32
 
 
 # ----------------------------------------------------------------------------------------- queue
@@ -344,11 +357,22 @@ def parse_spec(body: bytes, content_type: str, limits: Limits) -> dict:
     except UnicodeDecodeError as e:
         raise BadRequest(400, f"request body is not UTF-8 text: {e}") from None
     overrides = []
-    if ct == "application/json" or (ct == "" and text.lstrip().startswith("{")):
+    if ct not in JSON_TYPES + TOML_TYPES:
+        why = (
+            "no Content-Type"
+            if not ct
+            else f"Content-Type {ct!r}"
+            + (" (a web page on any site can send it without asking)" if ct in SIMPLE_TYPES else "")
+        )
+        raise BadRequest(415, f"{why}: send the spec as application/toml or application/json")
+    if ct in JSON_TYPES:
         try:
             obj = json.loads(text)
+        except RecursionError:
+            raise BadRequest(422, f"spec: nested deeper than the limit of {limits.max_depth} levels") from None
         except ValueError as e:
             raise BadRequest(400, f"request body is not valid JSON: {e}") from None
+        check_depth(obj, limits.max_depth)
         if not isinstance(obj, dict):
             raise BadRequest(422, "spec: a JSON spec must be an object of tables (sweep, model, axes, ...)")
         if "spec" in obj:
@@ -360,24 +384,52 @@ def parse_spec(body: bytes, content_type: str, limits: Limits) -> dict:
                 raise BadRequest(422, f"set = {overrides!r}: expected a list of 'key=value' strings")
             obj = obj["spec"]
             if isinstance(obj, str):
-                obj = _toml(obj)
+                obj = _toml(obj, limits)
             if not isinstance(obj, dict):
                 raise BadRequest(422, "spec: expected an object of tables or a TOML string")
         raw = obj
-    elif ct in ("application/toml", "text/toml", "text/x-toml", "text/plain", "application/x-toml", ""):
-        raw = _toml(text)
     else:
-        raise BadRequest(415, f"Content-Type {ct!r}: send the spec as application/toml or application/json")
+        raw = _toml(text, limits)
     raw = dict(raw)
     raw["_set"] = overrides
     return raw
 
 
-def _toml(text):
+# Content types a spec may come as.  Not text/plain, nor none: a form or a no-cors fetch on any
+# web page sends those without a CORS preflight, so the browser would let any site queue jobs.
+JSON_TYPES = ("application/json",)
+TOML_TYPES = ("application/toml", "text/toml", "text/x-toml", "application/x-toml")
+SIMPLE_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
+
+
+def _toml(text, limits: Limits):
     try:
-        return tomllib.loads(text)
+        obj = tomllib.loads(text)
+    except RecursionError:
+        raise BadRequest(422, f"spec: nested deeper than the limit of {limits.max_depth} levels") from None
     except tomllib.TOMLDecodeError as e:
         raise BadRequest(422, f"spec is not valid TOML: {e}") from None
+    check_depth(obj, limits.max_depth)
+    return obj
+
+
+def check_depth(obj, limit: int):
+    """BadRequest 422 naming the path when ``obj`` nests tables/arrays deeper than ``limit``
+    (iterative: a hostile depth never recurses here)."""
+    stack = [(obj, 0, "")]
+    while stack:
+        o, d, path = stack.pop()
+        if d > limit:
+            path = path if len(path) <= 200 else path[:200] + "..."
+            raise BadRequest(
+                422,
+                f"{path or 'spec'}: nested {d} levels deep, more than the limit of {limit} "
+                "(a spec needs 3: table, key, value list)",
+            )
+        if isinstance(o, dict):
+            stack.extend((v, d + 1, f"{path}.{k}" if path else str(k)) for k, v in o.items())
+        elif isinstance(o, list):
+            stack.extend((v, d + 1, f"{path}[{i}]") for i, v in enumerate(o))
 
 
 def count_variants(raw: dict):
@@ -421,10 +473,58 @@ def count_variants(raw: dict):
     return n
 
 
-def validate_submission(raw: dict, limits: Limits):
+def _underscore_key(obj, path=""):
+    """The first key (as a dotted path) starting with '_' at any depth, or None."""
+    stack = [(obj, path)]
+    while stack:
+        o, pth = stack.pop()
+        if isinstance(o, dict):
+            for k, v in o.items():
+                full = f"{pth}.{k}" if pth else str(k)
+                if str(k).startswith("_"):
+                    return full
+                stack.append((v, full))
+        elif isinstance(o, list):
+            stack.extend((v, pth) for v in o)
+    return None
+
+
+def chunk_step_rate(con, n=100):
+    """The fastest chunk-steps/s of this server's last ``n`` finished jobs (variant-steps/s ÷ the
+    variants of a chunk): a job's wall time is about chunks × steps ÷ this rate (an optimistic
+    estimate: a chunk of more variants is no faster per step).  None before any job finished."""
+    best = None
+    for r in con.execute(
+        "SELECT variant_steps_per_s, variants_total, spec_json FROM jobs WHERE status='done' "
+        "AND variant_steps_per_s > 0 ORDER BY seq DESC LIMIT ?",
+        (n,),
+    ):
+        try:
+            cs = int(((json.loads(r["spec_json"]).get("integrator") or {}).get("chunk_size")) or 0)
+        except (ValueError, TypeError, AttributeError):
+            cs = 0
+        lanes = max(1, min(r["variants_total"], cs if cs > 0 else 1024))  # 0: automatic (1024 on CPU)
+        rate = r["variant_steps_per_s"] / lanes
+        best = rate if best is None else max(best, rate)
+    return best
+
+
+def store_estimate(pl, n_axes: int):
+    """(bytes, files) of a plan's store: its histories plus, per chunk, the files it writes
+    (chunk flag, one per input axis, metric columns, histories) at FILE_OVERHEAD_B each."""
+    cfg = pl.cfg
+    names = pl.mech.joint_names(cfg) if hasattr(pl.mech, "joint_names") else ()
+    hist_b = pl.n_variants * cfg.n_saves * max(1, len(cfg.outputs)) * max(1, len(names)) * 8
+    n_chunks = -(-pl.n_variants // max(1, pl.chunk_size))
+    files = n_chunks * (2 + n_axes + METRIC_FILES_PER_CHUNK)
+    return hist_b + files * FILE_OVERHEAD_B, files
+
+
+def validate_submission(raw: dict, limits: Limits, rate=None):
     """Load and check a submitted spec as ``jaxclear run`` would (every variant), plus the service's
     own rules.  Returns (clean raw spec with overrides applied, plan, warnings); BadRequest 422
-    naming the key otherwise."""
+    naming the key otherwise.  ``rate``: chunk-steps/s (``chunk_step_rate``) for the wall-time
+    estimate checked against ``limits.max_job_seconds``; None: not checked here."""
     from . import spec as specmod
     from . import sweep
 
@@ -438,6 +538,23 @@ def validate_submission(raw: dict, limits: Limits):
         applied = copy.deepcopy(raw)
         for ov in overrides:
             specmod.apply_override(applied, ov)
+        bad = _underscore_key(applied)
+        if bad is not None:
+            keys = [(ov, ov.split("=", 1)[0].strip()) for ov in overrides]
+            via = [ov for ov, k in keys if k == bad or k.startswith(bad + ".") or bad.startswith(k + ".")]
+            raise BadRequest(
+                422,
+                f"{bad}: unknown key (keys starting with '_' are internal)"
+                + (f", set by set = {via[0]!r}" if via else ""),
+            )
+        check_depth(applied, limits.max_depth)
+        sw = applied.get("sweep") if isinstance(applied.get("sweep"), dict) else {}
+        for key, cap in (("name", limits.max_name_chars), ("description", limits.max_description_chars)):
+            v = sw.get(key)
+            if isinstance(v, str) and len(v) > cap:
+                raise BadRequest(
+                    422, f"sweep.{key} = {v[:40]!r}... is {len(v)} characters, the limit is {cap} (1..{cap})"
+                )
         path = (applied.get("profile") or {}).get("path", "") if isinstance(applied.get("profile"), dict) else ""
         if path:
             raise BadRequest(
@@ -474,17 +591,42 @@ def validate_submission(raw: dict, limits: Limits):
             "(jaxclear serve --max-steps)",
         )
     cfg = pl.cfg
-    names = pl.mech.joint_names(cfg) if hasattr(pl.mech, "joint_names") else ()
-    store_b = pl.n_variants * cfg.n_saves * max(1, len(cfg.outputs)) * max(1, len(names)) * 8
+    n_chunks = -(-pl.n_variants // max(1, pl.chunk_size))
+    if n_chunks > limits.max_chunks:
+        need = -(-pl.n_variants // limits.max_chunks)
+        raise BadRequest(
+            422,
+            f"integrator.chunk_size = {pl.chunk_size} makes {n_chunks} chunks of {pl.n_variants} variants, "
+            f"more than the limit of {limits.max_chunks} chunks (each writes ~35 files; jaxclear serve "
+            f"--max-chunks): use integrator.chunk_size >= {need} (or 0, automatic)",
+        )
+    store_b, files = store_estimate(pl, len(pl.paths))
     if store_b > limits.max_store_bytes:
         raise BadRequest(
             422,
-            f"the histories of this spec take ~{store_b / 2**30:.3g} GiB ({pl.n_variants} variants × "
-            f"{cfg.n_saves} saves × {len(cfg.outputs)} channels), more than the limit of "
+            f"the store of this spec takes ~{store_b / 2**30:.3g} GiB (histories of {pl.n_variants} variants × "
+            f"{cfg.n_saves} saves × {len(cfg.outputs)} channels, plus {files} files of "
+            f"{FILE_OVERHEAD_B} B overhead in {n_chunks} chunks), more than the limit of "
             f"{limits.max_store_bytes / 2**30:.3g} GiB (jaxclear serve --max-store-bytes; "
-            "raise integrator.save_every or shorten outputs.histories)",
+            "raise integrator.save_every, shorten outputs.histories or raise integrator.chunk_size)",
         )
+    if rate and limits.max_job_seconds:
+        est = n_chunks * cfg.n_steps / rate
+        if est > limits.max_job_seconds:
+            raise BadRequest(
+                422,
+                f"the spec would run ~{_duration(est)} ({n_chunks} chunks × {cfg.n_steps} steps at "
+                f"{rate:.3g} chunk-steps/s, the fastest of this server's recent jobs), more than the "
+                f"limit of {limits.max_job_seconds:.0f} s (jaxclear serve --max-job-seconds)",
+            )
     return applied, spec, pl, [str(w.message) for w in caught]
+
+
+def _duration(s):
+    for unit, n in (("days", 86400), ("h", 3600), ("min", 60)):
+        if s >= n:
+            return f"{s / n:.3g} {unit} ({s:.3g} s)"
+    return f"{s:.3g} s"
 
 
 def enqueue(con, data: Path, raw_applied, spec, pl, warns, limits: Limits) -> str:
@@ -586,15 +728,144 @@ def safe_file(data: Path, job_id: str, rel: str) -> Path | None:
 
 
 def list_files(data: Path, job_id: str):
+    """The result files of a job's out/ folder, the store left out (never walked: a store has a
+    file per chunk and column; it is downloaded whole as store.zip)."""
     root = job_dir(data, job_id) / "out"
     out = []
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and not p.is_symlink() and "store.zarr" not in p.relative_to(root).parts:
-            out.append({"path": p.relative_to(root).as_posix(), "bytes": p.stat().st_size})
-    return out
+    for d, dirs, names in os.walk(root):
+        rel = Path(d).relative_to(root)
+        dirs[:] = sorted(x for x in dirs if not (x == "store.zarr" or x.startswith("store.zarr.")))
+        for n in names:
+            p = Path(d) / n
+            if not p.is_symlink() and p.is_file():
+                out.append({"path": (rel / n).as_posix(), "bytes": p.stat().st_size})
+    return sorted(out, key=lambda f: f["path"])
+
+
+class _Sink:
+    """A write-only stream whose bytes are taken out as they come (zipfile writes to it)."""
+
+    def __init__(self):
+        self.parts = []
+
+    def write(self, b):
+        self.parts.append(bytes(b))
+        return len(b)
+
+    def flush(self):
+        pass
+
+    def take(self) -> bytes:
+        b = b"".join(self.parts)
+        self.parts.clear()
+        return b
+
+
+def zip_stream(root: Path, arc_root="store.zarr", block=1 << 20):
+    """The folder ``root`` as a zip archive (stored, zip64 where needed), yielded in pieces of
+    about ``block`` bytes: memory stays at one block whatever the store's size."""
+    sink = _Sink()
+    with zipfile.ZipFile(sink, "w", zipfile.ZIP_STORED, allowZip64=True) as z:
+        for d, dirs, names in os.walk(root):
+            dirs.sort()
+            for n in sorted(names):
+                p = Path(d) / n
+                if p.is_symlink() or not p.is_file():
+                    continue
+                info = zipfile.ZipInfo.from_file(p, (arc_root / p.relative_to(root)).as_posix())
+                with open(p, "rb") as src, z.open(info, "w") as dst:
+                    while chunk := src.read(block):
+                        dst.write(chunk)
+                        yield sink.take()
+                yield sink.take()
+    yield sink.take()
+
+
+def delete_job(con, data: Path, job_id: str) -> dict:
+    """Remove a finished (or still queued) job: its row and its folder.  BadRequest 404 for an
+    unknown job, 409 while it is compiling or running (cancel it first)."""
+    import shutil
+
+    r = con.execute("SELECT status FROM jobs WHERE id=?", (job_id,)).fetchone()
+    if r is None:
+        raise BadRequest(404, f"no job {job_id!r}")
+    # one statement: a worker claiming the job at this moment either wins (409) or finds nothing
+    cur = con.execute("DELETE FROM jobs WHERE id=? AND status IN ('queued', 'done', 'failed', 'cancelled')", (job_id,))
+    if cur.rowcount == 0:
+        st = con.execute("SELECT status FROM jobs WHERE id=?", (job_id,)).fetchone()
+        raise BadRequest(
+            409,
+            f"job {job_id} is {st['status'] if st else 'gone'}: cancel it first "
+            "(POST /api/jobs/{id}/cancel), then delete it once it has stopped",
+        )
+    jd = job_dir(data, job_id)
+    freed = sum(f.stat().st_size for f in jd.rglob("*") if f.is_file() and not f.is_symlink()) if jd.exists() else 0
+    shutil.rmtree(jd, ignore_errors=True)
+    return {"id": job_id, "deleted": True, "status": r["status"], "bytes_freed": freed}
+
+
+def purge_expired(con, data: Path, retention_s: float, now=None) -> list:
+    """Delete the jobs finished (done, failed, cancelled) more than ``retention_s`` ago; returns
+    their ids (``jaxclear serve --retention-days``)."""
+    now = time.time() if now is None else now
+    rows = con.execute(
+        "SELECT id FROM jobs WHERE status IN ('done', 'failed', 'cancelled') AND finished < ?", (now - retention_s,)
+    ).fetchall()
+    gone = []
+    for r in rows:
+        try:
+            delete_job(con, data, r["id"])
+            gone.append(r["id"])
+        except BadRequest:
+            pass
+    return gone
+
+
+def enforce_job_seconds(con, max_s: float, now=None) -> list:
+    """Jobs running longer than ``max_s`` (wall time since they first started) are stopped as a
+    cancel is (at the next chunk boundary, or their worker killed after CANCEL_GRACE_S); a job so
+    stopped ends ``failed`` with an error naming the limit.  Returns the ids stopped this call."""
+    now = time.time() if now is None else now
+    rows = con.execute(
+        "SELECT id FROM jobs WHERE status IN ('compiling', 'running') AND cancel_requested = 0 AND started < ?",
+        (now - max_s,),
+    ).fetchall()
+    for r in rows:
+        con.execute(
+            "UPDATE jobs SET cancel_requested=?, updated=? WHERE id=? AND cancel_requested=0", (now, now, r["id"])
+        )
+    # stopped by the limit (asked at or after started + max_s, no other error): failed, saying why
+    con.execute(
+        "UPDATE jobs SET status='failed', error=? WHERE status='cancelled' AND error IS NULL AND "
+        "started IS NOT NULL AND cancel_requested >= started + ?",
+        (
+            f"stopped after the limit of {max_s:.0f} s wall time per job (jaxclear serve --max-job-seconds); "
+            "the chunks it finished are kept in its store",
+            max_s,
+        ),
+    )
+    return [r["id"] for r in rows]
 
 
 # --------------------------------------------------------------------------------------- the app
+
+
+def _same_origin(origin: str, host_header: str, scheme: str) -> bool:
+    """Whether an Origin header names this server as the request reached it (scheme, host, port)."""
+    from urllib.parse import urlsplit
+
+    try:
+        o = urlsplit(origin)
+        h = urlsplit(f"{scheme}://{host_header}")
+        default = {"http": 80, "https": 443}
+        return (
+            o.scheme == scheme
+            and o.hostname is not None
+            and o.hostname == h.hostname
+            and (o.port or default.get(o.scheme)) == (h.port or default.get(scheme))
+        )
+    except ValueError:
+        return False
 
 
 def _is_loopback(host: str) -> bool:
@@ -612,7 +883,7 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
     a loopback name are refused (403), so a web page cannot reach the service by DNS rebinding."""
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
+    from fastapi.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, StreamingResponse
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     from . import __version__
@@ -664,8 +935,19 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
 
     @app.middleware("http")
     async def _auth(request: Request, call_next):
+        resp = await _guard(request)
+        if resp is None:
+            resp = await call_next(request)
+        # no page of this server inside another site's frame (clickjacking the Cancel button)
+        resp.headers.setdefault("Content-Security-Policy", "frame-ancestors 'none'")
+        resp.headers.setdefault("X-Frame-Options", "DENY")
+        resp.headers.setdefault("X-Content-Type-Options", "nosniff")
+        return resp
+
+    async def _guard(request: Request):
+        """None when the request may go on, else the refusal."""
+        hh = request.headers.get("host", "")
         if local_only:
-            hh = request.headers.get("host", "")
             name = hh[1:].split("]")[0] if hh.startswith("[") else hh.rsplit(":", 1)[0]
             if not _is_loopback(name):
                 return JSONResponse(
@@ -675,13 +957,45 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
                     },
                     status_code=403,
                 )
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            # a request that changes something comes from this server's own pages or from a
+            # program, never from another site's page (browsers say where a request comes from)
+            site = request.headers.get("sec-fetch-site")
+            if site is not None and site not in ("same-origin", "none"):
+                return JSONResponse(
+                    {
+                        "detail": f"Sec-Fetch-Site {site!r}: {request.method} requests from another site are "
+                        "refused (allowed: same-origin, none)"
+                    },
+                    status_code=403,
+                )
+            origin = request.headers.get("origin")
+            if origin is not None and not _same_origin(origin, hh, request.url.scheme):
+                return JSONResponse(
+                    {
+                        "detail": f"Origin {origin!r} is not this server ({request.url.scheme}://{hh}): "
+                        f"{request.method} requests from other sites are refused"
+                    },
+                    status_code=403,
+                )
         if token is not None and request.url.path not in ("/api/health",):
             given = None
             h = request.headers.get("authorization", "")
             if h.lower().startswith("bearer "):
                 given = h[7:].strip()
             q = request.query_params.get("token")
-            given = given or q or request.cookies.get("jaxclear_token")
+            html_login = q is not None and request.method == "GET" and not request.url.path.startswith("/api/")
+            if q is not None and not html_login:
+                return JSONResponse(
+                    {
+                        "detail": f"token in the URL of {request.method} {request.url.path}: a URL token is "
+                        "accepted only to log in on the HTML pages (GET /?token=...); send "
+                        "'Authorization: Bearer <token>'"
+                    },
+                    status_code=401,
+                    headers={"WWW-Authenticate": "Bearer"},
+                )
+            given = given or (q if html_login else None) or request.cookies.get("jaxclear_token")
             if given is None or not hmac.compare_digest(given.encode(), token.encode()):
                 msg = (
                     "missing bearer token: send 'Authorization: Bearer <token>'"
@@ -689,12 +1003,12 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
                     else "wrong bearer token"
                 )
                 return JSONResponse({"detail": msg}, status_code=401, headers={"WWW-Authenticate": "Bearer"})
-            if q is not None and request.method == "GET" and not request.url.path.startswith("/api/"):
+            if html_login:
                 # a browser opened /?token=...: keep it in a cookie and drop it from the address
                 resp = RedirectResponse(str(request.url.remove_query_params("token")), status_code=303)
                 resp.set_cookie("jaxclear_token", token, httponly=True, samesite="strict")
                 return resp
-        return await call_next(request)
+        return None
 
     def row_of(job_id):
         if not ID_RE.match(job_id):
@@ -753,11 +1067,15 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
         overrides = list(raw.get("_set") or [])
         from starlette.concurrency import run_in_threadpool
 
-        applied, spec, pl, warns = await run_in_threadpool(validate_submission, raw, limits)
+        rate = chunk_step_rate(db())
+        applied, spec, pl, warns = await run_in_threadpool(validate_submission, raw, limits, rate)
         job_id = enqueue(db(), data, applied, spec, pl, warns, limits)
         # what was asked, as asked: the job page shows it (two jobs named alike told apart)
         (job_dir(data, job_id) / "overrides.json").write_text(json.dumps(overrides))
-        return job_record(db(), db().execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone())
+        rec = job_record(db(), db().execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone())
+        n_chunks = -(-pl.n_variants // max(1, pl.chunk_size))
+        rec["estimated_s"] = n_chunks * pl.cfg.n_steps / rate if rate else None
+        return rec
 
     @app.get("/api/jobs", summary="List jobs (newest first)")
     def jobs(status: str | None = None, limit: int = 100):
@@ -791,6 +1109,11 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
         c.execute("UPDATE jobs SET cancel_requested=?, updated=? WHERE id=? AND cancel_requested=0", (now, now, job_id))
         return job_record(c, row_of(job_id))
 
+    @app.delete("/api/jobs/{job_id}", summary="Delete a job (queued or finished): its record and all its files")
+    def delete(job_id: str):
+        row_of(job_id)
+        return delete_job(db(), data, job_id)
+
     @app.get("/api/jobs/{job_id}/files", summary="Files of a job's results (the store: store.zip)")
     def files(job_id: str):
         row_of(job_id)
@@ -813,13 +1136,9 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
         root = job_dir(data, job_id) / "out" / "store.zarr"
         if not root.is_dir():
             raise BadRequest(404, f"job {job_id} ({r['status']}) has no store yet")
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:
-            for p in sorted(root.rglob("*")):
-                if p.is_file() and not p.is_symlink():
-                    z.write(p, ("store.zarr" / p.relative_to(root)).as_posix())
-        return Response(
-            buf.getvalue(),
+        # streamed as it is built: memory stays at one block per download, whatever the store's size
+        return StreamingResponse(
+            zip_stream(root),
             media_type="application/zip",
             headers={"Content-Disposition": f'attachment; filename="{job_id}-store.zip"'},
         )
@@ -1184,17 +1503,128 @@ class DataDirBusy(Exception):
 
 
 def _lock_data(data: Path):
-    """An exclusive lock on DIR (one server per data directory); held until the process exits."""
+    """An exclusive lock on DIR (one server per data directory); held until the process exits.
+    The file is opened without truncation and written only once the lock is held, so a second
+    server that is refused leaves the running one's pid in it."""
     import fcntl
 
-    f = open(data / "server.lock", "w")
+    fd = os.open(data / "server.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    f = os.fdopen(fd, "r+")
     try:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
-        raise DataDirBusy(f"{data} is in use by another jaxclear serve") from None
+        holder = f.read().strip()
+        f.close()
+        raise DataDirBusy(
+            f"{data} is in use by another jaxclear serve" + (f" (pid {holder})" if holder.isdigit() else "")
+        ) from None
+    f.seek(0)
+    f.truncate()
     f.write(str(os.getpid()))
     f.flush()
     return f
+
+
+class PortBusy(Exception):
+    pass
+
+
+def _bind(host: str, port: int):
+    """The listening socket, bound before anything else starts (a port in use is reported
+    before any worker runs or any banner is printed)."""
+    import socket
+
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(fam, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as e:
+        sock.close()
+        raise PortBusy(f"--host {host} --port {port}: cannot listen there ({e.strerror or e})") from None
+    sock.set_inheritable(False)
+    return sock
+
+
+def _protocol(header_timeout: float):
+    """uvicorn's h11 protocol with a header timeout: a connection that has not sent a whole
+    request head within ``header_timeout`` s of connecting (or of its last response) is closed,
+    so slow or idle clients cannot hold connections open (uvicorn has no such timeout)."""
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    class HeaderTimeoutProtocol(H11Protocol):
+        _head_timer = None
+
+        def _arm(self):
+            self._disarm()
+            self._head_timer = self.loop.call_later(header_timeout, self._head_expired)
+
+        def _disarm(self):
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_expired(self):
+            self._head_timer = None
+            if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
+                self.transport.close()
+
+        def connection_made(self, transport):
+            super().connection_made(transport)
+            self._arm()
+
+        def connection_lost(self, exc):
+            self._disarm()
+            super().connection_lost(exc)
+
+        def handle_events(self):
+            before = self.cycle
+            super().handle_events()
+            if self.cycle is not before:  # a whole request head arrived
+                self._disarm()
+
+        def on_response_complete(self):
+            self._arm()
+            super().on_response_complete()
+
+    return HeaderTimeoutProtocol
+
+
+def make_server(app, *, header_timeout=10.0, max_connections=100, log_level="warning"):
+    """The uvicorn server of ``serve`` (h11 with a header timeout; at most ``max_connections``
+    open connections, a request on any further one answered 503)."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        http=_protocol(header_timeout),
+        log_level=log_level,
+        access_log=False,
+        limit_concurrency=max_connections + 1,  # uvicorn counts the new connection itself
+        timeout_keep_alive=5,
+        h11_max_incomplete_event_size=64 * 1024,
+    )
+    return uvicorn.Server(config)
+
+
+def _housekeeping(data: Path, limits: Limits, retention_s, stop: threading.Event, every_s=5.0):
+    """The server's own thread: the wall-time limit of running jobs and the retention of finished ones."""
+    con = connect(data)
+    last_purge = 0.0
+    while not stop.wait(every_s):
+        try:
+            if limits.max_job_seconds:
+                enforce_job_seconds(con, limits.max_job_seconds)
+            if retention_s and time.time() - last_purge > 60:
+                last_purge = time.time()
+                gone = purge_expired(con, data, retention_s)
+                if gone:
+                    print(
+                        f"jaxclear serve: retention: deleted {len(gone)} finished job(s)", file=sys.stderr, flush=True
+                    )
+        except Exception:  # never takes the server down; retried next time
+            traceback.print_exc()
 
 
 def serve(
@@ -1207,24 +1637,51 @@ def serve(
     limits: Limits = Limits(),
     log_level="warning",
     cluster=None,
+    no_token=False,
+    retention_days=None,
+    header_timeout=10.0,
+    max_connections=100,
 ):
     """Start the server and its workers (blocks).  Raises ValueError for an insecure or invalid
-    configuration, DataDirBusy when another server holds DIR.  ``cluster``: a Dask scheduler
-    address or file; each job's chunks then run as tasks there (DATA on a shared file system)."""
-    if not _is_loopback(host) and not token:
+    configuration, DataDirBusy when another server holds DIR, PortBusy when the port cannot be
+    bound.  ``token`` None: a random one is made and printed once in a login URL, unless
+    ``no_token`` (a trusted machine: then only loopback names are answered).  ``cluster``: a
+    Dask scheduler address or file; each job's chunks then run as tasks there (DATA on a shared
+    file system).  ``retention_days``: finished jobs older than that are deleted (None: kept)."""
+    if no_token and token:
+        raise ValueError("--no-token and a token (--token, --token-file or $JAXCLEAR_TOKEN) exclude each other")
+    if no_token and not _is_loopback(host):
         raise ValueError(
-            f"--host {host}: a bearer token is required to bind an address other than localhost "
-            "(--token or $JAXCLEAR_TOKEN)"
+            f"--host {host} with --no-token: a token is required to bind an address other than localhost "
+            "(leave out --no-token for a random one, or give --token-file / $JAXCLEAR_TOKEN)"
         )
+    generated = False
+    if token is None and not no_token:
+        token, generated = secrets.token_urlsafe(24), True
     if token is not None and len(token) < 8:
         raise ValueError(
             "--token: use at least 8 characters (e.g. python -c 'import secrets; print(secrets.token_urlsafe())')"
         )
     if workers < 1:
         raise ValueError(f"--workers {workers}: expected >= 1")
+    if retention_days is not None and not retention_days > 0:
+        raise ValueError(f"--retention-days {retention_days}: expected > 0 (leave it out to keep every job)")
+    if not header_timeout > 0:
+        raise ValueError(f"--header-timeout {header_timeout}: expected > 0 seconds")
+    if max_connections < 1:
+        raise ValueError(f"--max-connections {max_connections}: expected >= 1")
+    if limits.max_job_seconds < 0:
+        raise ValueError(f"--max-job-seconds {limits.max_job_seconds}: expected >= 0 (0: no limit)")
+    if limits.max_chunks < 1:
+        raise ValueError(f"--max-chunks {limits.max_chunks}: expected >= 1")
     data = Path(data).resolve()
     data.mkdir(parents=True, exist_ok=True)
     lock = _lock_data(data)
+    try:
+        sock = _bind(host, port)
+    except PortBusy:
+        lock.close()
+        raise
     # The server validates specs on the CPU only, leaving the accelerators to the workers.
     if "JAX_PLATFORMS" not in os.environ:
         os.environ["JAX_PLATFORMS"] = "cpu"
@@ -1233,19 +1690,36 @@ def serve(
     back = requeue_interrupted(con)
     con.close()
     sup = Workers(data, workers, cache_dir, cluster)
-    sup.start()
-    import uvicorn
-
     app = create_app(data, token=token, limits=limits, supervisor=sup, local_only=token is None)
+    server = make_server(app, header_timeout=header_timeout, max_connections=max_connections, log_level=log_level)
+    sup.start()  # after the port is bound: a busy port never starts a worker
+    stop = threading.Event()
+    threading.Thread(
+        target=_housekeeping,
+        args=(data, limits, retention_days * 86400 if retention_days else None, stop),
+        daemon=True,
+        name="jaxclear-housekeeping",
+    ).start()
+    shown = "[::1]" if host == "::1" else host
+    url = f"http://{shown}:{port}/"
     print(
-        f"jaxclear serve: http://{host}:{port}/ data {data} workers {workers}"
+        f"jaxclear serve: {url} data {data} workers {workers}"
         + (f", {len(back)} interrupted job(s) queued again" if back else "")
-        + (", bearer token required" if token else ""),
+        + (", no token (--no-token: loopback names only)" if token is None else ", bearer token required"),
         file=sys.stderr,
         flush=True,
     )
+    if generated:  # printed once, here: a browser logs in with it, programs send it as a bearer token
+        print(
+            f"jaxclear serve: log in at {url}?token={token}\n"
+            f"jaxclear serve: or use it from programs: export JAXCLEAR_TOKEN={token}",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
-        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+        server.run(sockets=[sock])
     finally:
+        stop.set()
         sup.stop()
+        sock.close()
         lock.close()

@@ -239,6 +239,7 @@ def test_service_jobs_run_on_the_cluster(client, cache, tmp_path):
             str(cache),
             "--cluster",
             client.scheduler.address,
+            "--no-token",
         ],
         stdout=log,
         stderr=log,

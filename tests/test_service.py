@@ -337,7 +337,9 @@ def test_bad_requests_are_4xx_naming_the_problem(server, client, monkeypatch, ca
         monkeypatch.setenv(k, "")
     monkeypatch.delenv("JAXCLEAR_TOKEN")
     capsys.readouterr()
-    rc = cli.main(["serve", "--host", "0.0.0.0", "--port", "1", "--data", str(server.data.parent / "never")])
+    rc = cli.main(
+        ["serve", "--host", "0.0.0.0", "--port", "1", "--no-token", "--data", str(server.data.parent / "never")]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "token" in err and "0.0.0.0" in err
     assert not (server.data.parent / "never").exists()
@@ -527,7 +529,7 @@ def test_without_token_only_localhost_names_are_served(dirs):
     """No token: bound to 127.0.0.1 and answering only Host: localhost / 127.0.0.1 / [::1] (a page
     that rebinds its own name to 127.0.0.1 gets 403)."""
     _, cache, base = dirs
-    s = Server(base / "data-open", cache)
+    s = Server(base / "data-open", cache, "--no-token")
     s.start()
     try:
         code, b = _raw(s, "GET", "/api/jobs", token=None)
