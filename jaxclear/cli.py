@@ -1,4 +1,5 @@
-"""Command line: ``jaxclear run [SPEC] [--out DIR] [--set key=value ...] [--force] [--cluster ADDRESS]``, ``jaxclear show DIR``,
+"""Command line: ``jaxclear run [SPEC] [--out DIR] [--set key=value ...] [--force] [--max-variants N] [--yes]
+[--cluster ADDRESS]``, ``jaxclear examples [--copy NAME [DEST]]``, ``jaxclear show DIR``,
 ``jaxclear export DIR [--format csv|parquet] [--output FILE]``,
 ``jaxclear serve`` / ``submit SPEC --server URL`` / ``status JOB --server URL`` / ``cancel JOB`` (the sweep
 service), ``sensitivity``, ``identify``; ``jaxclear --version``."""
@@ -7,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
 
-DEFAULT_SPEC = Path("sweeps") / "default.toml"
+DEFAULT_SPEC = Path("sweeps") / "default.toml"  # else the shipped example (spec.spec_file)
 
 
 class _Bar:
@@ -75,8 +77,8 @@ def cmd_plan(args):
     from . import spec as specmod
     from . import sweep
 
-    path = Path(args.spec) if args.spec else DEFAULT_SPEC
     try:
+        path = specmod.spec_file(args.spec)
         e = sweep.estimate(path, args.set or (), probe_steps=0 if args.no_probe else args.probe_steps)
     except specmod.SpecError as err:
         print(f"jaxclear: error: {err}", file=sys.stderr)
@@ -179,7 +181,113 @@ def _init_distributed(args):
     return None
 
 
+def _free_space_folder(out: Path) -> Path:
+    """``out`` or its nearest existing parent (where the store will be written)."""
+    p = out.absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return p
+
+
+def _store_still_needed(out, spec, est_bytes):
+    """Bytes the run will still add: the estimate, less the done share of a store of this spec
+    already in ``out`` (a resume)."""
+    from . import spec as specmod
+    from . import store
+
+    if not store.exists(out):
+        return est_bytes
+    try:
+        g = store.open(out, mode="r")
+        if g.attrs.get("spec_hash") != specmod.spec_hash(spec):
+            return est_bytes  # another spec: refused by the run, or deleted with --force
+        done = store.done_flags(g)
+    except Exception:  # unreadable: the run says why
+        return est_bytes
+    return int(est_bytes * (1.0 - done.mean())) if done.size else est_bytes
+
+
+def _check_size(args, raw):
+    """Refuse a sweep with more variants than --max-variants, counted from the axis arguments
+    before any variant is built (error text, or None)."""
+    from . import spec as specmod
+
+    if args.max_variants < 1:
+        return f"--max-variants = {args.max_variants}: expected an integer >= 1"
+    factors = specmod.variant_factors(raw)
+    if factors is None:  # malformed axes: the spec check names the problem
+        return None
+    n = math.prod(m for _, m in factors)
+    if n <= args.max_variants:
+        return None
+    how = " × ".join(f"{k}: {m}" for k, m in factors)
+    default = " (the default)" if args.max_variants == specmod.MAX_VARIANTS else ""
+    return (
+        f"the spec has {n} variants ({how}), more than --max-variants = {args.max_variants}{default}; "
+        f"shorten the axes, or pass --max-variants {n} to run them all"
+    )
+
+
+def _check_disk(args, spec, pl, out):
+    """Refuse a sweep whose result store (estimate) does not fit in the free space of the output
+    folder, unless --yes (error text, or None)."""
+    import shutil
+
+    from . import sweep
+
+    est = sweep.store_estimate(spec, pl)
+    need = _store_still_needed(out, spec, est["store_bytes"])
+    where = _free_space_folder(out)
+    free = shutil.disk_usage(where).free
+    if need <= free or args.yes:
+        return None
+    return (
+        f"the result store needs ~{_bytes(need)} ({need} bytes, uncompressed estimate: {pl.n_variants} variants "
+        f"× {_bytes(est['history_bytes_per_variant'])} of histories + metrics) but {where} has {_bytes(free)} "
+        f"({free} bytes) free; save less (outputs.histories, integrator.save_every), choose another --out, "
+        "or pass --yes to run anyway"
+    )
+
+
+def _interrupted(out, pl):
+    """The line for a Ctrl-C: the chunks whose done flag is in the store are kept."""
+    from . import store
+
+    kept, total = 0, (math.ceil(pl.n_variants / pl.chunk_size) if pl is not None else None)
+    try:
+        if out is not None and store.exists(out):
+            g = store.open(out, mode="r")
+            flags = store.done_flags(g)
+            kept, total = int(flags.sum()), int(g.attrs.get("n_chunks", flags.size))
+    except Exception:  # an unreadable store: nothing to count, the rerun says what it finds
+        pass
+    if total is None:
+        return "interrupted before the sweep started: nothing computed"
+    return f"interrupted: {kept} of {total} chunks kept, rerun the same command to resume"
+
+
 def cmd_run(args):
+    """Run a sweep; Ctrl-C keeps the finished chunks (exit status 130)."""
+    state = {"out": None, "plan": None}
+    try:
+        return _cmd_run(args, state)
+    except KeyboardInterrupt:
+        import signal
+
+        try:  # a second Ctrl-C while counting: ignored
+            old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread
+            old = None
+        try:
+            sys.stderr.write("\n" + _interrupted(state["out"], state["plan"]) + "\n")
+            sys.stderr.flush()
+        finally:
+            if old is not None:
+                signal.signal(signal.SIGINT, old)
+        return 130
+
+
+def _cmd_run(args, state):
     err = _init_distributed(args)
     if err:
         print(f"jaxclear: error: {err}", file=sys.stderr)
@@ -189,14 +297,24 @@ def cmd_run(args):
 
     lead = parallel.process_index() == 0
     args.quiet = args.quiet or not lead
-    path = Path(args.spec) if args.spec else DEFAULT_SPEC
     try:
+        path = specmod.spec_file(args.spec)
+        raw, _ = specmod.load_raw(path, args.set or ())
+        err = _check_size(args, raw)
+        if err:
+            print(f"jaxclear: error: {err}", file=sys.stderr)
+            return 2
         spec = specmod.load(path, args.set or ())
         pl = sweep.plan(spec)
     except specmod.SpecError as e:
         print(f"jaxclear: error: {e}", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else Path("runs") / spec["sweep"]["name"]
+    err = _check_disk(args, spec, pl, out)
+    if err:
+        print(f"jaxclear: error: {err}", file=sys.stderr)
+        return 2
+    state.update(out=out, plan=pl)
     bar = _Bar(pl.n_variants, pl.cfg.n_steps, quiet=args.quiet)
     if not args.quiet:
         print(
@@ -423,11 +541,13 @@ def _status_line(s):
 
 def cmd_submit(args):
     """Submit a spec to a service; prints the job id (with --wait, waits and prints the status)."""
+    from . import spec as specmod
     from .client import JobFailed, ServiceError
 
-    path = Path(args.spec) if args.spec else DEFAULT_SPEC
-    if not path.is_file():
-        print(f"jaxclear: error: spec file {str(path)!r} does not exist", file=sys.stderr)
+    try:
+        path = specmod.spec_file(args.spec)
+    except specmod.SpecError as e:
+        print(f"jaxclear: error: {e}", file=sys.stderr)
         return 2
     try:
         job = _client(args).submit(path.read_text(), set=args.set or ())
@@ -500,7 +620,7 @@ def _load_and_compute(args, compute):
     from . import spec as specmod
 
     try:
-        spec = specmod.load(args.spec, args.set or ())
+        spec = specmod.load(specmod.spec_file(args.spec), args.set or ())
         res = compute(spec)
     except specmod.SpecError as err:
         print(f"jaxclear: error: {err}", file=sys.stderr)
@@ -543,7 +663,7 @@ def cmd_wear(args):
     from . import wear_evolution
 
     try:
-        spec = wear_evolution.load_spec(Path(args.spec), args.set or ())
+        spec = wear_evolution.load_spec(specmod.spec_file(args.spec), args.set or ())
     except specmod.SpecError as e:
         print(f"jaxclear: error: {e}", file=sys.stderr)
         return 2
@@ -607,13 +727,61 @@ def cmd_identify(args):
     return 0
 
 
+def cmd_examples(args):
+    """The example specs shipped with jaxclear: list them, or copy one (or all) to a folder."""
+    import shutil
+
+    from . import spec as specmod
+
+    names = specmod.examples()
+    if not args.copy:
+        if args.dest:
+            print("jaxclear: error: DEST is the destination of --copy NAME; give --copy too", file=sys.stderr)
+            return 2
+        w = max(map(len, names))
+        print("\n".join(f"{n:{w}s}  {d}" for n, d in names.items()))
+        print(
+            f"\n{len(names)} example specs in {specmod.EXAMPLES_DIR}\n"
+            "run one: jaxclear run NAME (e.g. jaxclear run default); "
+            "copy one to edit: jaxclear examples --copy NAME [DEST]"
+        )
+        return 0
+    want = list(names) if args.copy == "all" else [args.copy.removesuffix(".toml")]
+    for n in want:
+        if n not in names:
+            print(
+                f"jaxclear: error: --copy {args.copy!r}: no example spec of that name; "
+                f"allowed: all, {', '.join(names)}",
+                file=sys.stderr,
+            )
+            return 2
+    dest = Path(args.dest) if args.dest else Path(".")
+    as_dir = len(want) > 1 or dest.is_dir() or str(args.dest or ".").endswith(("/", "\\"))
+    targets = [(dest / f"{n}.toml") if as_dir else dest for n in want]
+    if not args.force:
+        there = [str(t) for t in targets if t.exists()]
+        if there:
+            print(f"jaxclear: error: {', '.join(there)} exists already; pass --force to overwrite", file=sys.stderr)
+            return 2
+    for n, t in zip(want, targets):
+        t.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(specmod.EXAMPLES_DIR / f"{n}.toml", t)
+        print(t)
+    return 0
+
+
 EXAMPLES = {
     "plan": "jaxclear plan sweeps/default.toml\n  jaxclear plan sweeps/default.toml --no-probe --json",
     "run": (
         "jaxclear run sweeps/flores_slider_crank.toml --out runs/flores\n"
-        "  jaxclear run sweeps/default.toml --set integrator.revolutions=1 --cpu-devices 1"
+        "  jaxclear run sweeps/default.toml --set integrator.revolutions=1 --cpu-devices 1\n"
+        "  jaxclear run default --out runs/default   # a shipped example by name, from any folder"
     ),
     "show": "jaxclear show runs/flores",
+    "examples": (
+        "jaxclear examples\n  jaxclear examples --copy flores_slider_crank my_sweep.toml\n"
+        "  jaxclear examples --copy all specs/"
+    ),
     "export": "jaxclear export runs/flores --format parquet --output flores.parquet",
     "serve": "jaxclear serve --port 8642 --workers 1 --data jaxclear-data",
     "submit": "jaxclear submit sweeps/flores_slider_crank.toml --set laws.restitution=0.5 --wait",
@@ -648,8 +816,12 @@ def _cpu_option(p):
     )
 
 
+SPEC_HELP = "TOML spec file, or the name of a shipped example (jaxclear examples; default: sweeps/default.toml if present, else the example 'default')"
+
+
 def main(argv=None):
     from . import __version__
+    from .spec import MAX_VARIANTS
 
     ap = argparse.ArgumentParser(
         prog="jaxclear",
@@ -661,7 +833,7 @@ def main(argv=None):
     ap.add_argument("--version", action="version", version=f"jaxclear {__version__}")
     sub = ap.add_subparsers(dest="cmd", required=True)
     pp = _parser(sub, "plan", "print variants, axes, chunking, memory, store size and estimated run time")
-    pp.add_argument("spec", nargs="?", help="TOML spec (default: sweeps/default.toml)")
+    pp.add_argument("spec", nargs="?", help=SPEC_HELP)
     pp.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="override a spec value, e.g. joint.clearance_m=2.5e-4"
     )
@@ -670,14 +842,27 @@ def main(argv=None):
     pp.add_argument("--no-probe", action="store_true", help="no compile / timing probe (sizes only)")
     _cpu_option(pp)
     pp.set_defaults(func=cmd_plan)
-    r = _parser(sub, "run", "run a sweep spec (default: sweeps/default.toml)")
-    r.add_argument("spec", nargs="?", help="TOML spec (default: sweeps/default.toml)")
+    r = _parser(sub, "run", "run a sweep spec (default: sweeps/default.toml); Ctrl-C keeps the finished chunks")
+    r.add_argument("spec", nargs="?", help=SPEC_HELP)
     r.add_argument("--out", help="output directory (default: runs/<sweep.name>)")
     r.add_argument(
         "--set", action="append", metavar="KEY=VALUE", help="override a spec value, e.g. joint.clearance_m=2.5e-4"
     )
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--force", action="store_true", help="delete a store of another spec in DIR and start over")
+    r.add_argument(
+        "--max-variants",
+        type=int,
+        default=MAX_VARIANTS,
+        metavar="N",
+        help="refuse a spec of more than N variants, counted from the axes before anything is built "
+        f"(default {MAX_VARIANTS}, as jaxclear serve)",
+    )
+    r.add_argument(
+        "--yes",
+        action="store_true",
+        help="run even when the estimated result store is larger than the free space of the output folder",
+    )
     r.add_argument(
         "--cache-dir", help="persistent compilation cache (default: $JAXCLEAR_CACHE_DIR or ~/.cache/jaxclear/xla)"
     )
@@ -706,6 +891,11 @@ def main(argv=None):
     mh.add_argument("--num-processes", type=int, metavar="N", help="number of processes")
     mh.add_argument("--process-id", type=int, metavar="I", help="rank of this process, 0..N-1")
     r.set_defaults(func=cmd_run)
+    eg = _parser(sub, "examples", "list the example specs shipped with jaxclear, or copy one to edit")
+    eg.add_argument("--copy", metavar="NAME", help="copy example NAME (or 'all') to DEST")
+    eg.add_argument("dest", nargs="?", help="file or folder to copy to (default: the current folder)")
+    eg.add_argument("--force", action="store_true", help="overwrite existing files")
+    eg.set_defaults(func=cmd_examples)
     sh = _parser(sub, "show", "summary of a run directory (finished or not); regenerates its plots")
     sh.add_argument("dir", help="run directory (holding store.zarr)")
     sh.set_defaults(func=cmd_show)
@@ -737,7 +927,9 @@ def main(argv=None):
         help="run each job's chunks as tasks on this Dask cluster (scheduler address or file)",
     )
     sv.add_argument("--max-spec-bytes", type=int, default=256 * 1024, help="largest spec accepted (default 256 KiB)")
-    sv.add_argument("--max-variants", type=int, default=100_000, help="most variants per job (default 100000)")
+    sv.add_argument(
+        "--max-variants", type=int, default=MAX_VARIANTS, help=f"most variants per job (default {MAX_VARIANTS})"
+    )
     sv.add_argument(
         "--max-steps", type=lambda x: int(float(x)), default=10**12, help="most variant-steps per job (default 1e12)"
     )
@@ -787,7 +979,7 @@ def main(argv=None):
     ):
         c = _parser(sub, name, hlp)
         if name == "submit":
-            c.add_argument("spec", nargs="?", help="TOML spec (default: sweeps/default.toml)")
+            c.add_argument("spec", nargs="?", help=SPEC_HELP)
             c.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a spec value")
             c.add_argument("--wait", action="store_true", help="wait for the job to finish")
             c.set_defaults(func=cmd_submit)

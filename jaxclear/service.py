@@ -46,6 +46,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .spec import MAX_VARIANTS
+
 STATUSES = ("queued", "compiling", "running", "done", "failed", "cancelled")
 ACTIVE = ("compiling", "running")
 FINAL = ("done", "failed", "cancelled")
@@ -87,7 +89,7 @@ class Limits:
     """Limits on what one submission may ask for (``jaxclear serve --max-...``)."""
 
     max_spec_bytes: int = 256 * 1024
-    max_variants: int = 100_000
+    max_variants: int = MAX_VARIANTS  # as jaxclear run --max-variants
     max_steps: int = 10**12  # variants × steps per variant
     max_queued: int = 1000
     max_store_bytes: int = 16 * 2**30  # histories (variants × saves × channels × 8 B) + file overhead

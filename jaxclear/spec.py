@@ -49,6 +49,11 @@ RANDOM_KINDS = ("uniform", "loguniform", "normal")
 AXIS_KINDS = GRID_KINDS + RANDOM_KINDS
 SAMPLING_METHODS = ("random", "lhs")
 PRECISIONS = ("float64", "float32")
+# Most variants one sweep may have unless raised: ``jaxclear run --max-variants`` and the sweep
+# service's ``Limits.max_variants`` (``jaxclear serve --max-variants``).
+MAX_VARIANTS = 100_000
+# The example specs shipped with the package (``jaxclear examples``; sweeps/ in the repository).
+EXAMPLES_DIR = Path(__file__).resolve().parent / "examples"
 _AXIS_FORMS = (
     '{linspace=[lo,hi,n]}, {logspace=[lo,hi,n]}, {values=[...]} (each optionally with zip="group"), '
     "{uniform=[lo,hi]}, {loguniform=[lo,hi]}, {normal=[mean,std]}"
@@ -278,8 +283,9 @@ def _set(d, path, value):
 # ---------------------------------------------------------------------------- load, merge
 
 
-def load(path_or_dict, overrides=()):
-    """Read a TOML spec (path) or dict, apply ``key=value`` overrides, merge defaults, validate."""
+def load_raw(path_or_dict, overrides=()):
+    """(raw spec with the ``key=value`` overrides applied, base folder): the TOML file (path) or
+    dict as written, before defaults and checks (``count_variants`` reads it)."""
     base_dir = Path(".")
     if isinstance(path_or_dict, (str, Path)):
         p = Path(path_or_dict)
@@ -294,11 +300,116 @@ def load(path_or_dict, overrides=()):
         raw = copy.deepcopy(dict(path_or_dict))
     for ov in overrides:
         apply_override(raw, ov)
+    return raw, base_dir
+
+
+def load(path_or_dict, overrides=()):
+    """Read a TOML spec (path) or dict, apply ``key=value`` overrides, merge defaults, validate."""
+    raw, base_dir = load_raw(path_or_dict, overrides)
     spec = merge_defaults(raw)
     spec["_base_dir"] = str(base_dir)
     validate(spec)
     check_overrides(spec, overrides)
     return spec
+
+
+def variant_factors(raw):
+    """[(axis key or zip group or ``sampling.n``, count), ...] whose product is the number of
+    variants of a raw spec (``load_raw``), from the axis arguments alone: nothing is expanded, so
+    an axis of 10⁷ values is counted at once.  Grid axes multiply (a zip group counts once, as
+    its longest member), random axes together add the factor ``sampling.n``.  None when the axes
+    are malformed (``load`` then names the problem)."""
+    axes = raw.get("axes", {})
+    if not isinstance(axes, dict):
+        return None
+    out, groups, random = [], {}, False
+    for key, ax in axes.items():
+        if not isinstance(ax, dict):
+            return None
+        kinds = [k for k in ax if k != "zip"]
+        if len(kinds) != 1:
+            return None
+        arg = ax[kinds[0]]
+        if kinds[0] in ("linspace", "logspace"):
+            if not (isinstance(arg, list) and len(arg) == 3 and isinstance(arg[2], int)):
+                return None
+            m = arg[2]
+        elif kinds[0] == "values":
+            if not isinstance(arg, list):
+                return None
+            m = len(arg)
+        else:
+            random = True
+            continue
+        m = max(int(m), 1)
+        grp = ax.get("zip")
+        if isinstance(grp, str):
+            if grp in groups:
+                i = groups[grp]
+                out[i] = (out[i][0], max(out[i][1], m))
+                continue
+            groups[grp] = len(out)
+            out.append((f"zip group {grp!r}", m))
+        else:
+            out.append((f"axes.{key}", m))
+    if random:
+        sam = raw.get("sampling")
+        sn = sam.get("n", 0) if isinstance(sam, dict) else 0
+        if not isinstance(sn, int) or isinstance(sn, bool):
+            return None
+        out.append(("sampling.n", max(sn, 1)))
+    return out
+
+
+def count_variants(raw):
+    """Variants of a raw spec from its axis arguments (``variant_factors``), None when malformed."""
+    f = variant_factors(raw)
+    return None if f is None else math.prod(m for _, m in f)
+
+
+def examples() -> dict:
+    """{name: one-line description} of the example specs shipped with jaxclear (``EXAMPLES_DIR``):
+    ``sweep.description``, else the start of the file's header comment (100 characters at most)."""
+    out = {}
+    for f in sorted(EXAMPLES_DIR.glob("*.toml")):
+        text = f.read_text()
+        try:
+            desc = (tomllib.loads(text).get("sweep") or {}).get("description", "")
+        except tomllib.TOMLDecodeError:
+            desc = ""
+        if not desc:
+            head = []
+            for ln in text.splitlines():
+                if not ln.startswith("#"):
+                    break
+                head.append(ln.lstrip("#"))
+            desc = " ".join(" ".join(head).split())
+            if len(desc) > 100:
+                desc = desc[:99].rsplit(" ", 1)[0].rstrip(",;:") + " …"
+        out[f.stem] = " ".join(str(desc).split())
+    return out
+
+
+def spec_file(arg=None) -> Path:
+    """The spec file a command names.  ``arg`` is a path when that file exists; otherwise a bare
+    name (``default``, ``flores_slider_crank.toml``) or ``sweeps/NAME.toml`` is the shipped
+    example of that name, so the commands of the README work from any folder.  No ``arg``:
+    ./sweeps/default.toml when it exists, else the shipped ``default``.  SpecError otherwise."""
+    if arg is None:
+        local = Path("sweeps") / "default.toml"
+        return local if local.is_file() else EXAMPLES_DIR / "default.toml"
+    p = Path(arg)
+    if p.is_file():
+        return p
+    name = p.name[: -len(".toml")] if p.name.endswith(".toml") else p.name
+    shipped = EXAMPLES_DIR / f"{name}.toml"
+    if p.parent in (Path("."), Path("sweeps")) and shipped.is_file() and not p.is_dir():
+        return shipped
+    names = sorted(f.stem for f in EXAMPLES_DIR.glob("*.toml"))
+    raise SpecError(
+        f"spec file {str(arg)!r} does not exist, nor is {name!r} the name of an example spec "
+        f"({', '.join(names)}; jaxclear examples lists them)"
+    )
 
 
 def check_overrides(spec, overrides):

@@ -191,10 +191,7 @@ def estimate(spec_or_path, overrides=(), probe_steps=200):
     mech = pl.mech
     out_shape = jax.eval_shape(jax.vmap(lambda p: mech.simulate(cfg, p)), example)
     params_b, out_b, hist_chunk_b = _nbytes(example), _nbytes(out_shape), _nbytes(out_shape.history)
-    hist_per_variant = hist_chunk_b // ex
-    n_joints = len(mech.joint_names(cfg))
-    n_metrics = 25 + (8 * n_joints if n_joints > 1 else 0)  # chunk_metrics columns (approximate)
-    metrics_b = B * (n_metrics + len(pl.paths)) * 8
+    sizes = _store_sizes(pl, hist_chunk_b // ex)
     est = {
         "name": spec["sweep"]["name"],
         "n_variants": int(B),
@@ -222,9 +219,7 @@ def estimate(spec_or_path, overrides=(), probe_steps=200):
         "history_bytes_per_chunk": hist_chunk_b,
         "temp_bytes_per_chunk": None,
         "memory_bytes_per_chunk": params_b + out_b,
-        "history_bytes": int(B * hist_per_variant),
-        "metrics_bytes": int(metrics_b),
-        "store_bytes": int(B * hist_per_variant + metrics_b),
+        **sizes,
         "probe_steps": 0,
         "compile_s": None,
         "probe_run_s": None,
@@ -269,6 +264,37 @@ def estimate(spec_or_path, overrides=(), probe_steps=200):
         }
     )
     return est
+
+
+def _store_sizes(pl: Plan, hist_per_variant):
+    """history_bytes, metrics_bytes, store_bytes (uncompressed) of a plan's result store."""
+    B = pl.n_variants
+    n_joints = len(pl.mech.joint_names(pl.cfg))
+    n_metrics = 25 + (8 * n_joints if n_joints > 1 else 0)  # chunk_metrics columns (approximate)
+    metrics_b = B * (n_metrics + len(pl.paths)) * 8
+    return {
+        "history_bytes": int(B * hist_per_variant),
+        "metrics_bytes": int(metrics_b),
+        "store_bytes": int(B * hist_per_variant + metrics_b),
+    }
+
+
+def store_estimate(spec, pl: Plan) -> dict:
+    """The result store's size as ``estimate`` gives it (history_bytes, metrics_bytes,
+    store_bytes, uncompressed; history_bytes_per_variant), without compiling: the shapes of
+    one variant's outputs (``jax.eval_shape``, traced once per Config in this process) times
+    the variants."""
+    one = batch_params(spec, pl, np.arange(1))
+    leaves = jax.tree_util.tree_leaves(one)
+    key = (pl.mechanism, pl.cfg, pl.dtype, jax.tree_util.tree_structure(one), tuple(x.shape for x in leaves))
+    if key not in _HISTORY_BYTES:
+        out_shape = jax.eval_shape(jax.vmap(lambda p: pl.mech.simulate(pl.cfg, p)), one)
+        _HISTORY_BYTES[key] = _nbytes(out_shape.history)
+    per = _HISTORY_BYTES[key]
+    return {**_store_sizes(pl, per), "history_bytes_per_variant": int(per)}
+
+
+_HISTORY_BYTES: dict = {}  # store_estimate: history bytes of one variant per (mechanism, Config, ...)
 
 
 def _cast(p, dtype):
