@@ -338,6 +338,7 @@ def cmd_serve(args):
         max_steps=args.max_steps,
         max_queued=args.max_queued,
         max_store_bytes=args.max_store_bytes,
+        min_free_bytes=args.min_free_bytes,
     )
     try:
         service.serve(
@@ -694,6 +695,13 @@ def main(argv=None):
         help="largest histories of one job (default 16 GiB)",
     )
     sv.add_argument("--max-queued", type=int, default=1000, help="most jobs queued or running (default 1000)")
+    sv.add_argument(
+        "--min-free-bytes",
+        type=lambda x: int(float(x)),
+        default=512 * 2**20,
+        help="free space on the data folder's disk below which submissions get 507 and no job is started "
+        "(default 512 MiB; 0: no check)",
+    )
     sv.add_argument(
         "--cpu-devices",
         type=int,
