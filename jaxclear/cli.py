@@ -460,6 +460,7 @@ def cmd_serve(args):
         max_store_bytes=args.max_store_bytes,
         max_chunks=args.max_chunks,
         max_job_seconds=args.max_job_seconds,
+        min_free_bytes=args.min_free_bytes,
     )
     try:
         service.serve(
@@ -964,6 +965,13 @@ def main(argv=None):
     )
     sv.add_argument(
         "--max-connections", type=int, default=100, help="open connections at most; more get 503 (default 100)"
+    )
+    sv.add_argument(
+        "--min-free-bytes",
+        type=lambda x: int(float(x)),
+        default=512 * 2**20,
+        help="free space on the data folder's disk below which submissions get 507 and no job is started "
+        "(default 512 MiB; 0: no check)",
     )
     sv.add_argument(
         "--cpu-devices",

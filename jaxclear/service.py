@@ -26,6 +26,7 @@ estimated wall time; job ids 128-bit random; files served only from the job's ow
 folder; every bad request a 4xx whose ``detail`` names the problem.
 """
 
+import errno
 import hmac
 import html
 import ipaddress
@@ -33,6 +34,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -52,8 +54,12 @@ STATUSES = ("queued", "compiling", "running", "done", "failed", "cancelled")
 ACTIVE = ("compiling", "running")
 FINAL = ("done", "failed", "cancelled")
 ID_RE = re.compile(r"^[A-Za-z0-9_-]{22}$")  # secrets.token_urlsafe(16)
-MAX_ATTEMPTS = 3  # a job whose worker died this many times is failed
+MAX_ATTEMPTS = 3  # a job whose worker died this many times (deaths the running server saw) is failed
 CANCEL_GRACE_S = 5.0  # a running job not stopped at a chunk boundary by then: its worker is killed
+WORKER_WINDOW_S = 60.0  # a worker up this long is healthy again (its death streak is forgotten)
+WORKER_DEATHS_UNHEALTHY = 3  # deaths in a row that make /api/health answer ok: false
+RESPAWN_BACKOFF_S = (0.5, 30.0)  # wait before restarting a worker after its 2nd death in a row, doubling up to the 2nd
+RETRY_S = 1.0  # a queue write refused by a full disk is tried again this often
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -78,7 +84,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   attempts INTEGER NOT NULL DEFAULT 0,
   resumed INTEGER NOT NULL DEFAULT 0,
   worker INTEGER,
-  updated REAL
+  updated REAL,
+  deaths INTEGER NOT NULL DEFAULT 0  -- deaths of its worker that a running server saw
 );
 CREATE INDEX IF NOT EXISTS jobs_status ON jobs(status, seq);
 """
@@ -93,6 +100,7 @@ class Limits:
     max_steps: int = 10**12  # variants × steps per variant
     max_queued: int = 1000
     max_store_bytes: int = 16 * 2**30  # histories (variants × saves × channels × 8 B) + file overhead
+    min_free_bytes: int = 512 * 2**20  # free space on DATA below which submissions get 507 and workers wait
     max_chunks: int = 256  # chunks of one job (each chunk writes ~35 files into the store)
     max_job_seconds: float = 86400.0  # wall time of one job (estimated at submit, enforced running); 0: none
     max_depth: int = 16  # nesting of a submitted spec (tables, arrays, inline tables)
@@ -118,35 +126,81 @@ def connect(data: Path) -> sqlite3.Connection:
     con.execute("PRAGMA journal_mode=WAL")
     con.execute("PRAGMA synchronous=NORMAL")
     con.executescript(SCHEMA)
+    if "deaths" not in {r["name"] for r in con.execute("PRAGMA table_info(jobs)")}:  # a queue of an older version
+        con.execute("ALTER TABLE jobs ADD COLUMN deaths INTEGER NOT NULL DEFAULT 0")
     return con
 
 
-def requeue_interrupted(con, worker=None):
-    """Jobs left compiling/running by a dead worker (all of them, or those of ``worker``) go back
-    to the queue, keeping their place (seq); after MAX_ATTEMPTS deaths a job is failed instead.
-    Returns the ids requeued."""
-    q = "SELECT id, attempts, cancel_requested FROM jobs WHERE status IN ('compiling', 'running')"
+def disk_full(e) -> bool:
+    """Whether ``e`` (or an exception it was raised from) is a full disk: OSError ENOSPC / EDQUOT or
+    SQLite's 'database or disk is full'."""
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if isinstance(e, sqlite3.OperationalError) and "full" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def free_bytes(path):
+    """Free bytes on the file system of ``path`` (None when it cannot be asked)."""
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
+def low_space(data, min_free_bytes):
+    """A message naming both numbers when DATA has less than ``min_free_bytes`` free, else None."""
+    free = free_bytes(data)
+    if not min_free_bytes or free is None or free >= min_free_bytes:
+        return None
+    return (
+        f"{data} has {free} bytes ({free / 2**20:.1f} MiB) free, less than the minimum of {min_free_bytes} "
+        f"bytes ({min_free_bytes / 2**20:.1f} MiB; jaxclear serve --min-free-bytes)"
+    )
+
+
+def _error_text(e, data):
+    """A job's error message for exception ``e``; a full disk says so and how much is free."""
+    msg = f"{type(e).__name__}: {e}"
+    if disk_full(e):
+        msg = (
+            f"the disk is full ({data}: {free_bytes(data)} bytes free): {msg}; the finished chunks are kept "
+            "in the job's store"
+        )
+    return msg
+
+
+def requeue_interrupted(con, worker=None, died=None):
+    """Jobs left compiling/running (all of them, or those of ``worker``) go back to the queue,
+    keeping their place (seq) and their store (``sweep.run`` resumes from the finished chunks).
+    ``died``: the last error of a worker death the running server saw; only such deaths count,
+    and a job after MAX_ATTEMPTS of them is failed with that error.  A stop or restart of the
+    server (``died=None``) counts nothing.  Returns the ids requeued."""
+    q = "SELECT id, deaths, cancel_requested FROM jobs WHERE status IN ('compiling', 'running')"
     rows = con.execute(
         q + ("" if worker is None else " AND worker = ?"), () if worker is None else (worker,)
     ).fetchall()
     back = []
     now = time.time()
     for r in rows:
+        deaths = r["deaths"] + (died is not None)
         if r["cancel_requested"]:
             con.execute("UPDATE jobs SET status='cancelled', finished=?, updated=? WHERE id=?", (now, now, r["id"]))
-        elif r["attempts"] >= MAX_ATTEMPTS:
+        elif deaths >= MAX_ATTEMPTS:
             con.execute(
-                "UPDATE jobs SET status='failed', finished=?, updated=?, error=? WHERE id=?",
-                (
-                    now,
-                    now,
-                    f"the worker died {r['attempts']} times while running this job "
-                    "(see worker-*.log in the data directory)",
-                    r["id"],
-                ),
+                "UPDATE jobs SET status='failed', finished=?, updated=?, deaths=?, error=? WHERE id=?",
+                (now, now, deaths, f"the worker died {deaths} times while running this job; last: {died}", r["id"]),
             )
         else:
-            con.execute("UPDATE jobs SET status='queued', resumed=resumed+1, updated=? WHERE id=?", (now, r["id"]))
+            con.execute(
+                "UPDATE jobs SET status='queued', resumed=resumed+1, deaths=?, updated=? WHERE id=?",
+                (deaths, now, r["id"]),
+            )
             back.append(r["id"])
     return back
 
@@ -169,7 +223,8 @@ def claim(con, worker: int):
         con.execute("COMMIT")
         return r["id"]
     except BaseException:
-        con.execute("ROLLBACK")
+        if con.in_transaction:  # (SQLite may have rolled back already, e.g. on a full disk)
+            con.execute("ROLLBACK")
         raise
 
 
@@ -194,48 +249,113 @@ def _set_pdeathsig():
         pass
 
 
-def worker_main(data, index=0, cache_dir=None, parent=None, poll_s=0.2, cluster=None):
+class _Log:
+    """An append-only, line-buffered log that outlives a full disk: lines it could not write are
+    counted and the count is written once space is back.  Other OSErrors are raised."""
+
+    def __init__(self, path):
+        self.path, self.f, self.lost, self._last = Path(path), None, 0, None
+
+    def write(self, text):
+        try:
+            if self.f is None:
+                self.f = open(self.path, "a", buffering=1)
+            if self.lost:
+                self.f.write(f"({self.lost} log line(s) lost: the disk was full)\n")
+                self.lost = 0
+            self.f.write(text)
+        except OSError as e:
+            if not disk_full(e):
+                raise
+            self.lost += 1
+
+    def once(self, message):
+        """``message`` (a condition, e.g. a full disk) written once, not at every poll; None resets."""
+        if message is not None and message != self._last:
+            self.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {message}\n")
+        self._last = message
+
+    def close(self):
+        if self.f is not None:
+            try:
+                self.f.close()
+            except OSError as e:
+                if not disk_full(e):
+                    raise
+            self.f = None
+
+
+def worker_main(data, index=0, cache_dir=None, parent=None, poll_s=0.2, cluster=None, min_free_bytes=0):
     """The worker loop: take the oldest queued job, run it with ``sweep.run``, record progress,
     until the parent process (the server) is gone.  With ``cluster`` (a Dask scheduler address
     or file) the job's chunks run as tasks on that cluster (``jaxclear.cluster``); this process
-    is then their client."""
+    is then their client.  No job is taken while DATA has less than ``min_free_bytes`` free."""
     data = Path(data)
     from . import parallel, sweep
     from . import spec as specmod
 
     cache = parallel.enable_compile_cache(cache_dir or (data / "xla-cache"))
     con = connect(data)
-    log = open(data / f"worker-{index}.log", "a", buffering=1)
+    log = _Log(data / f"worker-{index}.log")
     log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} worker {index} pid {os.getpid()} up, compile cache {cache}\n")
-    while True:
-        if parent is not None and os.getppid() != parent:
-            return 0
-        job_id = claim(con, index)
-        if job_id is None:
+
+    def alive():
+        return parent is None or os.getppid() == parent
+
+    while alive():
+        if work_once(con, data, index, cache, log, specmod, sweep, cluster, min_free_bytes, alive) is None:
             time.sleep(poll_s)
-            continue
-        try:
-            _run_job(con, data, job_id, cache, log, specmod, sweep, cluster)
-        except Exception as e:  # a job never takes the worker down
-            log.write(f"job {job_id}: unexpected {traceback.format_exc()}\n")
-            _finish(con, job_id, "failed", f"{type(e).__name__}: {e}")
+    return 0
 
 
-def _finish(con, job_id, status, error=None, **fields):
-    now = time.time()
+def work_once(con, data, index, cache, log, specmod, sweep, cluster=None, min_free_bytes=0, alive=None):
+    """One turn of the worker loop: unless DATA is short of space, claim the oldest queued job and
+    run it.  Returns the job id run, or None (nothing taken).  A queue that cannot be read or
+    written (a full disk) is logged once and tried again at the next turn."""
+    low = low_space(data, min_free_bytes)
+    if low:
+        log.once(f"not taking jobs: {low}")
+        return None
+    try:
+        job_id = claim(con, index)
+    except (sqlite3.Error, OSError) as e:
+        log.once(f"cannot take a job from the queue, trying again: {_error_text(e, data)}")
+        return None
+    log.once(None)
+    if job_id is None:
+        return None
+    try:
+        _run_job(con, data, job_id, cache, log, specmod, sweep, cluster, alive)
+    except Exception as e:  # a job never takes the worker down
+        log.write(f"job {job_id}: unexpected {traceback.format_exc()}\n")
+        _finish(con, job_id, "failed", _error_text(e, data), alive=alive)
+    return job_id
+
+
+def _finish(con, job_id, status, error=None, alive=None, **fields):
+    """Record a job's end; a write refused by a full disk is tried again every RETRY_S (while
+    ``alive()``, the server, is there)."""
     sets = ", ".join(f"{k}=?" for k in fields)
-    con.execute(
-        f"UPDATE jobs SET status=?, finished=?, updated=?, error=?{', ' + sets if sets else ''} WHERE id=?",
-        (status, now, now, error, *fields.values(), job_id),
-    )
+    while True:
+        now = time.time()
+        try:
+            con.execute(
+                f"UPDATE jobs SET status=?, finished=?, updated=?, error=?{', ' + sets if sets else ''} WHERE id=?",
+                (status, now, now, error, *fields.values(), job_id),
+            )
+            return True
+        except sqlite3.OperationalError as e:
+            if not (disk_full(e) or "locked" in str(e)) or (alive is not None and not alive()):
+                raise
+            time.sleep(RETRY_S)
 
 
-def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
+def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None, alive=None):
     row = con.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
     jd = job_dir(data, job_id)
     out = jd / "out"
     log.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} job {job_id} ({row['name']}) attempt {row['attempts']}\n")
-    jlog = open(jd / "job.log", "a", buffering=1)
+    jlog = _Log(jd / "job.log")
     try:
         spec = specmod.load(json.loads(row["spec_json"]))
         spec["_base_dir"] = str(jd)
@@ -245,7 +365,7 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
     except specmod.SpecError as e:
         jlog.write(f"failed: {e}\n")
         jlog.close()
-        _finish(con, job_id, "failed", str(e))
+        _finish(con, job_id, "failed", str(e), alive=alive)
         return
     compiled = {"s": 0.0}
 
@@ -279,7 +399,8 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
             "UPDATE jobs SET variants_done=?, variant_steps_per_s=?, eta_s=?, updated=? WHERE id=?",
             (min(int(state["done"] + 1e-9), pl.n_variants), rate, eta, time.time(), job_id),
         )
-        if r["cancel_requested"]:
+        if r["cancel_requested"] and state["done"] < pl.n_variants - 1e-9:
+            # (a cancel that lands in the last chunk has nothing left to stop: the job ends done)
             raise JobCancelled()
 
     def cancelled():
@@ -298,19 +419,19 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
         )
     except JobCancelled:
         jlog.write("cancelled\n")
-        _finish(con, job_id, "cancelled")
+        _finish(con, job_id, "cancelled", alive=alive)
         return
     except specmod.SpecError as e:
-        _finish(con, job_id, "failed", str(e))
+        _finish(con, job_id, "failed", str(e), alive=alive)
         return
     except Exception as e:
-        if cancelled():  # JobCancelled raised inside a running chunk's progress callback
+        if not disk_full(e) and cancelled():  # JobCancelled raised inside a running chunk's progress callback
             jlog.write("cancelled (within a chunk)\n")
-            _finish(con, job_id, "cancelled")
+            _finish(con, job_id, "cancelled", alive=alive)
             return
         jlog.write(traceback.format_exc())
         log.write(f"job {job_id} failed: {traceback.format_exc()}\n")
-        _finish(con, job_id, "failed", f"{type(e).__name__}: {e}")
+        _finish(con, job_id, "failed", _error_text(e, data), alive=alive)
         return
     finally:
         jlog.close()
@@ -321,6 +442,7 @@ def _run_job(con, data, job_id, cache, log, specmod, sweep, cluster=None):
         job_id,
         "done",
         None,
+        alive=alive,
         variants_done=pl.n_variants,
         variant_steps_per_s=summary.get("variant_steps_per_s"),
         eta_s=0.0,
@@ -631,7 +753,9 @@ def _duration(s):
     return f"{s:.3g} s"
 
 
-def enqueue(con, data: Path, raw_applied, spec, pl, warns, limits: Limits) -> str:
+def enqueue(con, data: Path, raw_applied, spec, pl, warns, limits: Limits, overrides=()) -> str:
+    """Queue a checked submission: its folder (spec.json, overrides.json, out/) and its row.  On a
+    full disk nothing is left behind and the client gets 507."""
     from . import spec as specmod
 
     n_q = con.execute("SELECT COUNT(*) FROM jobs WHERE status IN ('queued', 'compiling', 'running')").fetchone()[0]
@@ -643,25 +767,37 @@ def enqueue(con, data: Path, raw_applied, spec, pl, warns, limits: Limits) -> st
         )
     job_id = secrets.token_urlsafe(16)
     jd = job_dir(data, job_id)
-    (jd / "out").mkdir(parents=True)
     spec_json = json.dumps(raw_applied, sort_keys=True)
-    (jd / "spec.json").write_text(spec_json)
     now = time.time()
-    con.execute(
-        "INSERT INTO jobs (id, name, status, created, spec_json, spec_hash, variants_total, "
-        "steps_per_variant, warnings, updated) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
-        (
-            job_id,
-            spec["sweep"]["name"],
-            now,
-            spec_json,
-            specmod.spec_hash(spec),
-            pl.n_variants,
-            pl.cfg.n_steps,
-            json.dumps(warns),
-            now,
-        ),
-    )
+    try:
+        (jd / "out").mkdir(parents=True)
+        (jd / "spec.json").write_text(spec_json)
+        # what was asked, as asked: the job page shows it (two jobs named alike told apart)
+        (jd / "overrides.json").write_text(json.dumps(list(overrides)))
+        con.execute(
+            "INSERT INTO jobs (id, name, status, created, spec_json, spec_hash, variants_total, "
+            "steps_per_variant, warnings, updated) VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
+            (
+                job_id,
+                spec["sweep"]["name"],
+                now,
+                spec_json,
+                specmod.spec_hash(spec),
+                pl.n_variants,
+                pl.cfg.n_steps,
+                json.dumps(warns),
+                now,
+            ),
+        )
+    except (OSError, sqlite3.Error) as e:
+        shutil.rmtree(jd, ignore_errors=True)
+        left = " (and its folder could not be removed: " + str(jd) + ")" if jd.exists() else ""
+        if disk_full(e):
+            raise BadRequest(
+                507,
+                f"the disk of the data folder is full ({free_bytes(data)} bytes free): the job was not queued{left}",
+            ) from None
+        raise
     return job_id
 
 
@@ -687,6 +823,7 @@ def job_record(con, row, base="") -> dict:
             "error",
             "attempts",
             "resumed",
+            "deaths",
         )
     }
     d["warnings"] = json.loads(row["warnings"])
@@ -1020,17 +1157,30 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
             raise BadRequest(404, f"no job {job_id!r}")
         return r
 
-    @app.get("/api/health", summary="Server and worker health")
+    @app.get("/api/health", summary="Server and worker health (ok: false with the reasons)")
     def health():
+        reasons = []
         counts = {s: 0 for s in STATUSES}
-        for r in db().execute("SELECT status, COUNT(*) n FROM jobs GROUP BY status"):
-            counts[r["status"]] = r["n"]
+        try:
+            for r in db().execute("SELECT status, COUNT(*) n FROM jobs GROUP BY status"):
+                counts[r["status"]] = r["n"]
+        except sqlite3.Error as e:
+            reasons.append(f"the queue cannot be read: {_error_text(e, data)}")
+        low = low_space(data, limits.min_free_bytes)
+        if low:
+            reasons.append(low + ": submissions are refused (507) and no job is started")
+        if supervisor:
+            reasons += supervisor.problems()
         return {
-            "ok": True,
+            "ok": not reasons,
+            "reasons": reasons,
             "version": __version__,
             "jobs": counts,
+            "free_bytes": free_bytes(data),
+            "min_free_bytes": limits.min_free_bytes,
             "workers": supervisor.alive() if supervisor else None,
             "worker_pids": supervisor.pids() if supervisor else None,
+            "worker_deaths": supervisor.deaths_total if supervisor else None,
         }
 
     @app.post(
@@ -1053,6 +1203,9 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
         },
     )
     async def submit(request: Request):
+        low = low_space(data, limits.min_free_bytes)
+        if low:
+            raise BadRequest(507, f"not accepting jobs: {low}")
         cl = request.headers.get("content-length")
         if cl and cl.isdigit() and int(cl) > limits.max_spec_bytes:
             raise BadRequest(
@@ -1071,9 +1224,7 @@ def create_app(data, token=None, limits: Limits = Limits(), supervisor=None, loc
 
         rate = chunk_step_rate(db())
         applied, spec, pl, warns = await run_in_threadpool(validate_submission, raw, limits, rate)
-        job_id = enqueue(db(), data, applied, spec, pl, warns, limits)
-        # what was asked, as asked: the job page shows it (two jobs named alike told apart)
-        (job_dir(data, job_id) / "overrides.json").write_text(json.dumps(overrides))
+        job_id = enqueue(db(), data, applied, spec, pl, warns, limits, overrides)
         rec = job_record(db(), db().execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone())
         n_chunks = -(-pl.n_variants // max(1, pl.chunk_size))
         rec["estimated_s"] = n_chunks * pl.cfg.n_steps / rate if rate else None
@@ -1175,10 +1326,11 @@ pre{background:#f7f7f7;padding:8px;max-height:24em;overflow:auto}button{font:inh
 
 # Live progress without a build step: poll the JSON API and patch the rows in place.
 _JS = """
+function showError(msg){ const p = document.getElementById('page-error'); p.textContent = msg; p.hidden = !msg; }
 async function refresh(){
   try{
     const r = await fetch('/api/jobs?limit=200', {credentials:'same-origin'});
-    if(!r.ok) return;
+    if(!r.ok) throw new Error('GET /api/jobs: HTTP ' + r.status + ' ' + await r.text());
     for(const j of (await r.json()).jobs){
       const tr = document.getElementById('job-'+j.id);
       if(!tr){ if(!document.getElementById('job-'+j.id)) location.reload(); return; }
@@ -1189,7 +1341,11 @@ async function refresh(){
       tr.querySelector('.eta').textContent = (j.eta_s!=null && j.status=='running') ? j.eta_s.toFixed(0)+' s' : '';
       tr.querySelector('.error').textContent = j.error || '';
     }
-  }catch(e){}
+    showError('');
+  }catch(e){
+    console.error('jaxclear jobs page: update failed:', e);
+    showError('update failed (trying again every second): ' + e.message);
+  }
 }
 setInterval(refresh, 1000);
 """
@@ -1207,7 +1363,7 @@ def _page_index(jobs):
         rows.append(
             f"<tr id='job-{_e(j['id'])}'><td><a href='/jobs/{_e(j['id'])}'>{_e(j['id'])}</a></td>"
             f"<td>{_e(j['name'])}</td><td class='status'>{_e(j['status'])}</td>"
-            f"<td><span class='bar'><div style='width:{100 * j['progress']:.1f}%'></div></span> "
+            f"<td><div class='bar'><div style='width:{100 * j['progress']:.1f}%'></div></div> "
             f"<span class='done'>{j['variants_done']}/{j['variants_total']}</span></td>"
             f"<td class='rate num'>{rate}</td><td class='eta num'>{eta}</td>"
             f"<td>{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(j['created']))}</td>"
@@ -1222,10 +1378,10 @@ def _page_index(jobs):
         else "<p id='empty'>No jobs yet.</p>"
     )
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>jaxclear jobs</title><style>{_CSS}</style>"
+        f"<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'><title>jaxclear jobs</title><style>{_CSS}</style>"
         f"</head><body><h1>jaxclear sweep service</h1><p>{len(jobs)} job(s). Submit with "
         "<code>jaxclear submit SPEC --server URL</code>; API: <a href='/docs'>reference</a>, "
-        "<a href='/openapi.json'>OpenAPI</a>.</p>"
+        "<a href='/openapi.json'>OpenAPI</a>.</p><p id='page-error' class='failed' hidden></p>"
         f"{body}<script>{_JS}</script></body></html>"
     )
 
@@ -1256,15 +1412,31 @@ def spec_toml(spec: dict) -> str:
     return "\n".join(lines)
 
 
-# The job page follows its job: poll the JSON API, patch the status cells, reload once at the end
-# (to show the summary, plots and downloads); the cancel button posts to the API.
+# The job page follows its job: poll the JSON API, patch the status cells and the bar, and once the
+# job has ended fetch the page again and swap in its results (summary, plots, downloads): no reload.
+# A failed update is shown on the page (#page-error) and logged with console.error; it is retried.
 _JOB_JS = """
 const JOB = document.body.dataset.job, FINAL = ['done', 'failed', 'cancelled'];
 function fmt(v){ return (typeof v === 'number' && !Number.isInteger(v)) ? v.toPrecision(4) : (v == null ? '' : String(v)); }
+function showError(msg){ const p = document.getElementById('page-error'); p.textContent = msg; p.hidden = !msg; }
+async function showResults(status){
+  const r = await fetch(location.pathname, {credentials: 'same-origin'});
+  if(!r.ok) throw new Error('GET ' + location.pathname + ': HTTP ' + r.status);
+  const doc = new DOMParser().parseFromString(await r.text(), 'text/html');
+  for(const id of ['warnings-box', 'results']){
+    const now = document.getElementById(id), next = doc.getElementById(id);
+    if(!now || !next) throw new Error('the page has no #' + id);
+    now.replaceWith(next);
+  }
+  const b = document.getElementById('cancel');
+  if(b) b.remove();
+  document.body.dataset.status = status;
+  clearInterval(timer);
+}
 async function follow(){
   try{
     const r = await fetch('/api/jobs/' + JOB, {credentials: 'same-origin'});
-    if(!r.ok) return;
+    if(!r.ok) throw new Error('GET /api/jobs/' + JOB + ': HTTP ' + r.status + ' ' + await r.text());
     const j = await r.json();
     for(const td of document.querySelectorAll('#status td[class]')){
       if(td.className in j) td.textContent = fmt(j[td.className]);
@@ -1272,8 +1444,12 @@ async function follow(){
     document.querySelector('#progress>div').style.width = (100*j.progress).toFixed(1) + '%';
     const b = document.getElementById('cancel');
     if(b) b.disabled = FINAL.includes(j.status) || j.cancel_requested;
-    if(FINAL.includes(j.status) && !FINAL.includes(document.body.dataset.status)) location.reload();
-  }catch(e){}
+    if(FINAL.includes(j.status) && !FINAL.includes(document.body.dataset.status)) await showResults(j.status);
+    showError('');
+  }catch(e){
+    console.error('jaxclear job page: update failed:', e);
+    showError('update failed (trying again every second): ' + e.message);
+  }
 }
 async function cancelJob(){
   const b = document.getElementById('cancel');
@@ -1282,7 +1458,7 @@ async function cancelJob(){
   document.getElementById('cancel-msg').textContent = r.ok ? 'cancel requested' : ('cancel refused: ' + (await r.json()).detail);
   follow();
 }
-setInterval(follow, 1000);
+const timer = setInterval(follow, 1000);
 """
 
 
@@ -1295,7 +1471,8 @@ def _page_job(j, data):
         f"<h1>{_e(j['name'])} <small>{_e(jid)}</small></h1>",
         f"<p><a href='/'>all jobs</a> · submitted {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(j['created']))}"
         f" · spec hash <code>{_e(j['spec_hash'])}</code></p>",
-        f"<p><span class='bar' id='progress'><div style='width:{100 * j['progress']:.1f}%'></div></span> "
+        # (a <div> is a block: never inside <p> or <span>, where the parser would move it out)
+        f"<div id='controls'><div class='bar' id='progress'><div style='width:{100 * j['progress']:.1f}%'></div></div> "
         + (
             ""
             if final
@@ -1303,7 +1480,7 @@ def _page_job(j, data):
             + (" disabled" if j["cancel_requested"] else "")
             + ">Cancel job</button> "
         )
-        + "<span id='cancel-msg'></span></p><table id='status'>",
+        + "<span id='cancel-msg'></span></div><p id='page-error' class='failed' hidden></p><table id='status'>",
     ]
     for k in (
         "status",
@@ -1321,11 +1498,12 @@ def _page_job(j, data):
         if isinstance(v, float):
             v = f"{v:.4g}"
         parts.append(f"<tr><th>{k}</th><td class='{k}'>{_e(v)}</td></tr>")
-    parts.append("</table>")
+    parts.append("</table><div id='warnings-box'>")
     if j.get("warnings"):
         parts.append(
             "<h2>Warnings</h2><ul id='warnings'>" + "".join(f"<li>{_e(w)}</li>" for w in j["warnings"]) + "</ul>"
         )
+    parts.append("</div>")
     jd = job_dir(data, jid)
     try:
         overrides = json.loads((jd / "overrides.json").read_text())
@@ -1346,6 +1524,7 @@ def _page_job(j, data):
         "</pre></details>"
     )
     out = jd / "out"
+    parts.append("<div id='results'>")
     if j["status"] == "done" and (out / "metrics.csv").exists():
         from .client import parse_csv
 
@@ -1374,8 +1553,9 @@ def _page_job(j, data):
                 f"<li><a href='/api/jobs/{_e(jid)}/files/{_e(f['path'])}'>{_e(f['path'])}</a> ({f['bytes']} bytes)</li>"
             )
         parts.append(f"<li><a href='/api/jobs/{_e(jid)}/store.zip'>store.zarr (zip)</a></li></ul>")
+    parts.append("</div>")
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>jaxclear job {_e(jid)}</title>"
+        f"<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'><title>jaxclear job {_e(jid)}</title>"
         f"<style>{_CSS}</style></head><body data-job='{_e(jid)}' data-status='{_e(j['status'])}'>"
         f"{''.join(parts)}<script>{_JOB_JS}</script></body></html>"
     )
@@ -1403,7 +1583,7 @@ def _page_docs(openapi: dict) -> str:
             )
     parts.append("</table>")
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>jaxclear API</title><style>{_CSS}</style>"
+        f"<!doctype html><html><head><meta charset='utf-8'><link rel='icon' href='data:,'><title>jaxclear API</title><style>{_CSS}</style>"
         f"</head><body>{''.join(parts)}</body></html>"
     )
 
@@ -1411,35 +1591,81 @@ def _page_docs(openapi: dict) -> str:
 # ------------------------------------------------------------------------------------- supervisor
 
 
+def _exit_text(code):
+    if code is not None and code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"status {code}"
+
+
 class Workers:
     """The worker processes of a server: started with the server, killed with it (PDEATHSIG),
-    restarted when one dies (its running job is queued again, or failed after MAX_ATTEMPTS)."""
+    restarted when one dies.  A death is printed on the server's stderr with the worker's last
+    output line (its whole output is in DATA/worker-<i>.log); the job it held is queued again,
+    or failed with that line after MAX_ATTEMPTS deaths; a worker that keeps dying is restarted
+    after a growing wait (RESPAWN_BACKOFF_S) and makes ``problems()`` (health) non-empty.  The
+    watch thread outlives errors of the queue (a full disk): it reports them and tries again."""
 
-    def __init__(self, data: Path, n=1, cache_dir=None, cluster=None):
-        self.data, self.n, self.cache_dir, self.cluster = data, n, cache_dir, cluster
+    def __init__(self, data: Path, n=1, cache_dir=None, cluster=None, min_free_bytes=0):
+        self.data, self.n, self.cache_dir, self.cluster = Path(data), n, cache_dir, cluster
+        self.min_free_bytes = min_free_bytes
         self.procs: dict[int, subprocess.Popen] = {}
+        self.tick_s = 0.5
+        self.deaths_total = 0  # worker deaths this server saw (not the kills of a cancel, not its stop)
+        self.error = self._error_key = None  # the watch thread's last error (None once a turn went through)
+        self._streak = {}  # worker -> deaths in a row (reset once a worker has lived WORKER_WINDOW_S)
+        self._last = {}  # worker -> its last death's message
+        self._due = {}  # worker -> time it is started again (a dead worker waiting)
+        self._pending = {}  # worker -> death message whose job could not be requeued yet
+        self._killed = set()  # workers killed on purpose (a cancelled chunk ran too long)
+        self._started = {}  # worker -> start time
+        self._log_at = {}  # worker -> its log's size when it started (the tail after is its output)
         self._stop = threading.Event()
         self._lock = threading.Lock()
 
-    def _spawn(self, i):
-        cmd = [
+    def _command(self, i):
+        """The worker's command line.  ``-P``: the current folder is not put on sys.path, so a
+        folder named jaxclear there (a clone, a broken copy) is not imported instead of the
+        installed package; PYTHONPATH and site-packages still apply."""
+        return [
             sys.executable,
+            "-P",
             "-c",
-            "import sys; from jaxclear.service import _worker_entry; _worker_entry()",
+            "from jaxclear.service import _worker_entry; _worker_entry()",
             str(self.data),
             str(i),
             str(self.cache_dir or ""),
             str(os.getpid()),
             str(self.cluster or ""),
+            str(self.min_free_bytes),
         ]
+
+    def _spawn(self, i):
         env = dict(os.environ)
         if env.pop("JAXCLEAR_SERVER_JAX_PLATFORMS_SET", None):  # the workers get the accelerators
             env.pop("JAX_PLATFORMS", None)
-        err = open(self.data / f"worker-{i}.log", "a")
-        # No preexec_fn: running Python between fork and exec in this multithreaded (JAX, uvicorn)
-        # process can deadlock, and it forces a plain fork; without it CPython spawns the worker
-        # with posix_spawn/vfork + exec, and the worker sets its own parent-death signal.
-        self.procs[i] = subprocess.Popen(cmd, env=env, stdout=err, stderr=err, stdin=subprocess.DEVNULL, close_fds=True)
+        with open(self.data / f"worker-{i}.log", "ab") as err:
+            self._log_at[i] = err.tell()
+            # No preexec_fn: running Python between fork and exec in this multithreaded (JAX, uvicorn)
+            # process can deadlock, and it forces a plain fork; without it CPython spawns the worker
+            # with posix_spawn/vfork + exec, and the worker sets its own parent-death signal.
+            self.procs[i] = subprocess.Popen(
+                self._command(i), env=env, stdout=err, stderr=err, stdin=subprocess.DEVNULL, close_fds=True
+            )
+        self._started[i] = time.time()
+
+    def _last_line(self, i):
+        """The last line worker ``i`` wrote since it started (its error, for a crash)."""
+        try:
+            with open(self.data / f"worker-{i}.log", "rb") as f:
+                start = self._log_at.get(i, 0)
+                f.seek(max(start, f.seek(0, 2) - 4096))
+                lines = [x.strip() for x in f.read().decode("utf-8", "replace").splitlines() if x.strip()]
+        except OSError as e:
+            return f"(its log cannot be read: {e})"
+        return lines[-1] if lines else "(no output)"
 
     def start(self):
         for i in range(self.n):
@@ -1447,30 +1673,101 @@ class Workers:
         threading.Thread(target=self._watch, daemon=True, name="jaxclear-workers").start()
 
     def _watch(self):
-        con = connect(self.data)
-        while not self._stop.wait(0.5):
-            with self._lock:
-                # a cancelled job still running after the grace time (a long chunk): kill its worker;
-                # requeue_interrupted below then marks the job cancelled and a new worker starts
-                for r in con.execute(
-                    "SELECT worker FROM jobs WHERE status IN ('compiling', 'running') AND "
-                    "cancel_requested > 0 AND cancel_requested < ?",
-                    (time.time() - CANCEL_GRACE_S,),
-                ).fetchall():
-                    p = self.procs.get(r["worker"])
-                    if p is not None and p.poll() is None:
-                        p.kill()
-                        p.wait()
-                for i, p in list(self.procs.items()):
-                    if p.poll() is not None and not self._stop.is_set():
-                        requeue_interrupted(con, worker=i)
-                        self._spawn(i)
+        con = None
+        while not self._stop.wait(self.tick_s):
+            try:
+                if con is None:
+                    con = connect(self.data)
+                with self._lock:
+                    if self._stop.is_set():
+                        break
+                    self._tick(con)
+                if self.error is not None:
+                    print(
+                        f"jaxclear serve: the worker supervisor works again ({self.error})", file=sys.stderr, flush=True
+                    )
+                    self.error = self._error_key = None
+            except Exception as e:  # the supervisor outlives a full disk: reported here and in health
+                if f"{type(e).__name__}: {e}" != self._error_key:  # once per error, not every tick
+                    print(
+                        f"jaxclear serve: worker supervisor error, trying again: {_error_text(e, self.data)}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                self.error, self._error_key = _error_text(e, self.data), f"{type(e).__name__}: {e}"
+
+    def _tick(self, con):
+        now = time.time()
+        # a cancelled job still running after the grace time (a long chunk): kill its worker;
+        # requeue_interrupted below then marks the job cancelled and a new worker starts
+        for r in con.execute(
+            "SELECT worker FROM jobs WHERE status IN ('compiling', 'running') AND "
+            "cancel_requested > 0 AND cancel_requested < ?",
+            (now - CANCEL_GRACE_S,),
+        ).fetchall():
+            p = self.procs.get(r["worker"])
+            if p is not None and p.poll() is None and r["worker"] not in self._due:
+                self._killed.add(r["worker"])
+                p.kill()
+                p.wait()
+        for i, p in list(self.procs.items()):
+            if i in self._pending:  # a death whose job is not requeued yet (the queue refused)
+                requeue_interrupted(con, worker=i, died=self._pending[i])
+                del self._pending[i]
+            if i in self._due:
+                if now >= self._due[i]:
+                    del self._due[i]
+                    self._spawn(i)
+                continue
+            if p.poll() is None:
+                if now - self._started[i] >= WORKER_WINDOW_S:
+                    self._streak[i] = 0
+                continue
+            if i in self._killed:
+                self._killed.discard(i)
+                self._due[i] = now
+                self._pending[i] = None
+            else:
+                n = self._streak[i] = self._streak.get(i, 0) + 1
+                self.deaths_total += 1
+                msg = self._last[i] = (
+                    f"worker {i} (pid {p.pid}) exited with {_exit_text(p.returncode)} after "
+                    f"{now - self._started[i]:.3g} s: {self._last_line(i)}"
+                )
+                wait = 0.0 if n < 2 else min(RESPAWN_BACKOFF_S[1], RESPAWN_BACKOFF_S[0] * 2.0 ** (n - 2))
+                print(
+                    f"jaxclear serve: {msg} (death {n} in a row; its output is in {self.data / f'worker-{i}.log'}; "
+                    f"restarted in {wait:.3g} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                self._due[i] = now + wait
+                self._pending[i] = f"{msg} (see worker-{i}.log in {self.data})"
+            requeue_interrupted(con, worker=i, died=self._pending[i])
+            del self._pending[i]
+
+    def problems(self):
+        """What is wrong with the workers, one message each ([] when healthy)."""
+        out = []
+        now = time.time()
+        for i in sorted(self.procs):
+            n = self._streak.get(i, 0)
+            if n >= WORKER_DEATHS_UNHEALTHY:
+                when = (
+                    f"; restarted in {self._due[i] - now:.0f} s"
+                    if i in self._due
+                    else f"; up again for {now - self._started[i]:.0f} s"
+                )
+                out.append(f"worker {i} died {n} times in a row{when}; last: {self._last.get(i)}")
+        if self.error:
+            out.append(f"the worker supervisor cannot use the queue: {self.error}")
+        return out
 
     def alive(self):
-        return [p.poll() is None for p in self.procs.values()]
+        return [i not in self._due and p.poll() is None for i, p in sorted(self.procs.items())]
 
     def pids(self):
-        return [p.pid for p in self.procs.values()]
+        return [p.pid for _, p in sorted(self.procs.items())]
 
     def stop(self):
         self._stop.set()
@@ -1486,7 +1783,7 @@ class Workers:
 
 
 def _worker_entry():
-    data, i, cache, parent, cluster = (sys.argv[1:6] + [""])[:5]
+    data, i, cache, parent, cluster, min_free = (sys.argv[1:7] + ["", "0"])[:6]
     _set_pdeathsig()
     if os.getppid() != int(parent):  # the server died before the signal was armed
         sys.exit(0)
@@ -1497,7 +1794,15 @@ def _worker_entry():
         int(cpu) if cpu else None,  # every core by default, before JAX starts
         source=os.environ.get("JAXCLEAR_CPU_DEVICES_SOURCE"),
     )
-    sys.exit(worker_main(data, int(i), cache or None, int(parent), cluster=cluster or None))
+    sys.exit(
+        worker_main(
+            data, int(i), cache or None, int(parent), cluster=cluster or None, min_free_bytes=int(min_free or 0)
+        )
+    )
+
+
+def _exit_gracefully(signum, frame):
+    raise SystemExit(0)
 
 
 class DataDirBusy(Exception):
@@ -1689,9 +1994,9 @@ def serve(
         os.environ["JAX_PLATFORMS"] = "cpu"
         os.environ["JAXCLEAR_SERVER_JAX_PLATFORMS_SET"] = "1"
     con = connect(data)
-    back = requeue_interrupted(con)
+    back = requeue_interrupted(con)  # a restart: nothing counted against the jobs
     con.close()
-    sup = Workers(data, workers, cache_dir, cluster)
+    sup = Workers(data, workers, cache_dir, cluster, min_free_bytes=limits.min_free_bytes)
     app = create_app(data, token=token, limits=limits, supervisor=sup, local_only=token is None)
     server = make_server(app, header_timeout=header_timeout, max_connections=max_connections, log_level=log_level)
     sup.start()  # after the port is bound: a busy port never starts a worker
@@ -1718,6 +2023,11 @@ def serve(
             file=sys.stderr,
             flush=True,
         )
+    if threading.current_thread() is threading.main_thread():
+        # uvicorn (>= 0.29) re-raises the SIGTERM it handled once it has shut down; with the default
+        # action that kills the process before the workers are stopped and the lock released.
+        # Raised as SystemExit(0) instead: a SIGTERM is a graceful stop, exit status 0.
+        signal.signal(signal.SIGTERM, _exit_gracefully)
     try:
         server.run(sockets=[sock])
     finally:
