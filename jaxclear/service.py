@@ -557,44 +557,10 @@ def check_depth(obj, limit: int):
 
 
 def count_variants(raw: dict):
-    """Variants a raw spec asks for, from the axis arguments alone (nothing materialised, so a
-    huge axis is refused before it costs memory); None when the axes are malformed (the spec
-    check then names the problem).  Grid factors multiply (a zip group counts once), random
-    axes add a factor sampling.n."""
-    axes = raw.get("axes", {})
-    if not isinstance(axes, dict):
-        return None
-    n, groups, random = 1, {}, False
-    for ax in axes.values():
-        if not isinstance(ax, dict):
-            return None
-        kinds = [k for k in ax if k != "zip"]
-        if len(kinds) != 1:
-            return None
-        arg = ax[kinds[0]]
-        if kinds[0] in ("linspace", "logspace"):
-            if not (isinstance(arg, list) and len(arg) == 3 and isinstance(arg[2], int)):
-                return None
-            m = arg[2]
-        elif kinds[0] == "values":
-            if not isinstance(arg, list):
-                return None
-            m = len(arg)
-        else:
-            random = True
-            continue
-        grp = ax.get("zip")
-        if isinstance(grp, str):
-            if grp in groups:
-                groups[grp] = max(groups[grp], m)
-                continue
-            groups[grp] = m
-        n *= max(int(m), 1)
-    if random:
-        sn = (raw.get("sampling") or {}).get("n", 0) if isinstance(raw.get("sampling"), dict) else 0
-        if isinstance(sn, int):
-            n *= max(sn, 1)
-    return n
+    """Deprecated alias of ``jaxclear.spec.count_variants`` (one counter for the CLI and the service)."""
+    from . import spec as specmod
+
+    return specmod.count_variants(raw)
 
 
 def _underscore_key(obj, path=""):
