@@ -397,7 +397,9 @@ def test_status_poll_burst_while_running_and_cancel(server, client):
     assert all(b["id"] == job.id and b["variants_total"] == 20 for _, b in results)
     assert any(b["status"] == "running" for _, b in results)
     running = [b for _, b in results if b["status"] == "running"]
-    assert all(b["variants_done"] < 20 for b in running)
+    # progress never runs ahead of the total; 20/20 while still running is the
+    # summary and plots being written after the last chunk
+    assert all(0 <= b["variants_done"] <= 20 for b in running)
     # cancel: the queued job at once, the running one after its current chunk
     assert queued.cancel()["status"] == "cancelled"
     job.cancel()
