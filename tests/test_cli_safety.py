@@ -14,25 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_spec import TINY_TOML
 
 from jaxclear import cli, store, sweep
 from jaxclear import spec as specmod
 
 ROOT = Path(__file__).resolve().parents[1]
 # test_spec's tiny spec (3 variants × 500 steps, 2 chunks of 2): its compiled chunk is shared.
-TINY_TOML = """
-[sweep]
-name = "tiny"
-[integrator]
-dt_s = 2e-6
-t_end_s = 1.0e-3
-save_every = 10
-chunk_size = 2
-[outputs]
-plots = false
-[axes]
-"joint.clearance_m" = { values = [0.5e-3, 0.1e-3, 0.02e-3] }
-"""
 HUGE_AXIS = '"joint.clearance_m" = { linspace = [0.02e-3, 0.5e-3, 10000000] }'
 Usage = collections.namedtuple("Usage", "total used free")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _service_helpers import request
 
 from jaxclear.client import Client, ServiceError, parse_csv
 
@@ -135,18 +136,10 @@ def client(server):
 
 def _raw(server, method, path, body=None, headers=None, token=TOKEN):
     """One request sent as written (no URL normalisation): (status, parsed JSON or bytes)."""
-    c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     h = dict(headers or {})
     if token:
         h["Authorization"] = f"Bearer {token}"
-    c.request(method, path, body=body, headers=h)
-    r = c.getresponse()
-    raw = r.read()
-    c.close()
-    try:
-        return r.status, json.loads(raw)
-    except ValueError:
-        return r.status, raw
+    return request(server.port, method, path, body, h)
 
 
 @pytest.mark.slow
